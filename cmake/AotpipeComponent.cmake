@@ -1,0 +1,35 @@
+# aotpipe_add_component(NAME SOURCES... [PUBLIC_DEPS ...] [PRIVATE_DEPS ...])
+# One library per component folder: target aotpipe_<name>, alias aotpipe::<name>, headers of the
+# folder installed to include/aotpipe/<name>/ and reachable in the tree as <aotpipe/<name>/x.h>.
+function(aotpipe_add_component name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;PUBLIC_DEPS;PRIVATE_DEPS" ${ARGN})
+  set(target aotpipe_${name})
+  if(ARG_SOURCES)
+    add_library(${target} ${ARG_SOURCES})
+    set(scope PUBLIC)
+  else()
+    add_library(${target} INTERFACE)
+    set(scope INTERFACE)
+  endif()
+  add_library(aotpipe::${name} ALIAS ${target})
+  set_target_properties(${target} PROPERTIES EXPORT_NAME ${name} OUTPUT_NAME aotpipe_${name})
+  file(CREATE_LINK ${CMAKE_CURRENT_SOURCE_DIR} ${AOTPIPE_BUILD_INCLUDE_DIR}/aotpipe/${name} SYMBOLIC)
+  target_include_directories(${target} ${scope}
+    $<BUILD_INTERFACE:${AOTPIPE_BUILD_INCLUDE_DIR}>
+    $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
+  if(ARG_PUBLIC_DEPS)
+    target_link_libraries(${target} ${scope} ${ARG_PUBLIC_DEPS})
+  endif()
+  if(ARG_PRIVATE_DEPS)
+    target_link_libraries(${target} PRIVATE ${ARG_PRIVATE_DEPS})
+  endif()
+  if(ARG_SOURCES)
+    target_compile_options(${target} PRIVATE -Wall -Wextra)
+  endif()
+  install(TARGETS ${target} EXPORT aotpipeTargets
+    LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+    ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+    RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+  install(DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/aotpipe/${name}
+    FILES_MATCHING PATTERN "*.h" PATTERN "internal" EXCLUDE)
+endfunction()

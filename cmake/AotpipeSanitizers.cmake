@@ -1,0 +1,12 @@
+# Sanitizer builds, applied to every target of the project. ASan and TSan cannot be combined.
+if(AOTPIPE_SANITIZE_ADDRESS AND AOTPIPE_SANITIZE_THREAD)
+  message(FATAL_ERROR "AOTPIPE_SANITIZE_ADDRESS and AOTPIPE_SANITIZE_THREAD are exclusive")
+endif()
+if(AOTPIPE_SANITIZE_ADDRESS)
+  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
+  add_link_options(-fsanitize=address,undefined)
+endif()
+if(AOTPIPE_SANITIZE_THREAD)
+  add_compile_options(-fsanitize=thread -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=thread)
+endif()

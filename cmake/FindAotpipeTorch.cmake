@@ -1,0 +1,73 @@
+# Finds libtorch inside an installed `torch` Python wheel and defines the imported target
+# aotpipe::torch (headers, libtorch, libtorch_cpu, libc10, libc10_cuda where present).
+#
+# Why not TorchConfig.cmake: the wheel's config looks for a CUDA toolkit at configure time
+# (and fails where none is installed, e.g. a machine with only the wheel's own CUDA runtime).
+# Linking the wheel's libraries directly needs no toolkit: they carry their own RUNPATHs to
+# the nvidia-* wheels. libtorch.so pulls libtorch_cuda.so so CUDA kernels register when a
+# GPU is present.
+#
+# Looked up, in order: -DAOTPIPE_TORCH_DIR=<site-packages>/torch, $AOTPIPE_TORCH_DIR,
+# then `import torch` with $AOTPIPE_PYTHON, else python3.
+if(TARGET aotpipe::torch)
+  set(AotpipeTorch_FOUND TRUE)
+  return()
+endif()
+
+if(NOT AOTPIPE_TORCH_DIR AND DEFINED ENV{AOTPIPE_TORCH_DIR})
+  set(AOTPIPE_TORCH_DIR $ENV{AOTPIPE_TORCH_DIR})
+endif()
+if(NOT AOTPIPE_TORCH_DIR)
+  set(_aotpipe_python python3)
+  if(DEFINED ENV{AOTPIPE_PYTHON})
+    set(_aotpipe_python $ENV{AOTPIPE_PYTHON})
+  endif()
+  execute_process(
+    COMMAND ${_aotpipe_python} -c "import os, torch; print(os.path.dirname(torch.__file__))"
+    OUTPUT_VARIABLE _aotpipe_torch_dir OUTPUT_STRIP_TRAILING_WHITESPACE
+    RESULT_VARIABLE _aotpipe_rc ERROR_QUIET)
+  if(_aotpipe_rc EQUAL 0)
+    set(AOTPIPE_TORCH_DIR ${_aotpipe_torch_dir})
+  endif()
+endif()
+set(AOTPIPE_TORCH_DIR "${AOTPIPE_TORCH_DIR}" CACHE PATH "The installed torch package (…/site-packages/torch)")
+
+find_path(AotpipeTorch_INCLUDE_DIR ATen/ATen.h PATHS ${AOTPIPE_TORCH_DIR}/include NO_DEFAULT_PATH)
+foreach(_lib torch torch_cpu c10)
+  find_library(AotpipeTorch_${_lib}_LIBRARY ${_lib} PATHS ${AOTPIPE_TORCH_DIR}/lib NO_DEFAULT_PATH)
+endforeach()
+find_library(AotpipeTorch_c10_cuda_LIBRARY c10_cuda PATHS ${AOTPIPE_TORCH_DIR}/lib NO_DEFAULT_PATH)
+
+include(FindPackageHandleStandardArgs)
+find_package_handle_standard_args(AotpipeTorch
+  REQUIRED_VARS AotpipeTorch_INCLUDE_DIR AotpipeTorch_torch_LIBRARY AotpipeTorch_torch_cpu_LIBRARY
+                AotpipeTorch_c10_LIBRARY
+  FAIL_MESSAGE "torch not found: run scripts/setup, or pass -DAOTPIPE_TORCH_DIR=<site-packages>/torch")
+
+if(AotpipeTorch_FOUND)
+  # The wheel's include/ also carries its own {fmt} (v12), which would shadow the system {fmt}
+  # that spdlog is built against and mix two ABIs. Expose the wheel's headers through a folder
+  # of links that leaves fmt/ out.
+  set(_aotpipe_torch_inc ${CMAKE_BINARY_DIR}/aotpipe-torch-include)
+  file(GLOB _aotpipe_entries RELATIVE ${AotpipeTorch_INCLUDE_DIR} ${AotpipeTorch_INCLUDE_DIR}/*)
+  file(MAKE_DIRECTORY ${_aotpipe_torch_inc})
+  foreach(_entry IN LISTS _aotpipe_entries)
+    if(NOT _entry STREQUAL "fmt" AND NOT EXISTS ${_aotpipe_torch_inc}/${_entry})
+      file(CREATE_LINK ${AotpipeTorch_INCLUDE_DIR}/${_entry} ${_aotpipe_torch_inc}/${_entry} SYMBOLIC)
+    endif()
+  endforeach()
+  add_library(aotpipe::torch INTERFACE IMPORTED)
+  # SYSTEM: libtorch's headers are not ours to warn about.
+  set_target_properties(aotpipe::torch PROPERTIES
+    INTERFACE_SYSTEM_INCLUDE_DIRECTORIES
+      "${_aotpipe_torch_inc};${_aotpipe_torch_inc}/torch/csrc/api/include"
+    INTERFACE_INCLUDE_DIRECTORIES
+      "${_aotpipe_torch_inc};${_aotpipe_torch_inc}/torch/csrc/api/include")
+  set(_aotpipe_torch_libs ${AotpipeTorch_torch_LIBRARY} ${AotpipeTorch_torch_cpu_LIBRARY} ${AotpipeTorch_c10_LIBRARY})
+  if(AotpipeTorch_c10_cuda_LIBRARY)
+    list(APPEND _aotpipe_torch_libs ${AotpipeTorch_c10_cuda_LIBRARY})
+  endif()
+  # --no-as-needed: libtorch.so has no symbols we call, but loading it registers the CUDA kernels.
+  target_link_libraries(aotpipe::torch INTERFACE "-Wl,--no-as-needed" ${_aotpipe_torch_libs} "-Wl,--as-needed")
+  target_link_options(aotpipe::torch INTERFACE "-Wl,-rpath,${AOTPIPE_TORCH_DIR}/lib")
+endif()

@@ -1,0 +1,320 @@
+#include <aotpipe/graph/graph.h>
+#include <aotpipe/graph/printer.h>
+
+#include <ATen/core/Tensor.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <ostream>
+#include <unordered_map>
+
+namespace aotpipe {
+
+std::string_view to_string(ValueType type) {
+  switch (type) {
+    case ValueType::Tensor: return "Tensor";
+    case ValueType::Int: return "int";
+    case ValueType::Float: return "float";
+    case ValueType::Bool: return "bool";
+    case ValueType::Scalar: return "Scalar";
+  }
+  return "?";
+}
+
+// ----------------------------------------------------------------------------------------------
+// Node
+
+const c10::OperatorHandle& Node::op() const {
+  if (!op_) throw GraphError(fmt::format("node defining %{} is not an operator call", outputs_raw_.empty() ? "?" : output()->name()));
+  return *op_;
+}
+
+const c10::FunctionSchema& Node::schema() const { return op().schema(); }
+
+std::string Node::qualified_name() const {
+  if (!op_) return "constant";
+  const auto& name = op_->operator_name();
+  return name.overload_name.empty() ? name.name : name.name + "." + name.overload_name;
+}
+
+std::vector<Value*> Node::inputs() const {
+  std::vector<Value*> result;
+  for (const Argument& arg : args_) arg.for_each_value([&](Value* v) { result.push_back(v); });
+  return result;
+}
+
+bool Node::has_side_effects() const { return op_ && op_->schema().is_mutable(); }
+
+// ----------------------------------------------------------------------------------------------
+// Operator resolution
+
+c10::OperatorHandle resolve_operator(std::string_view qualified_name) {
+  std::string text(qualified_name);
+  auto ns = text.find("::");
+  if (ns == std::string::npos) throw GraphError(fmt::format("operator '{}' is not qualified (expected e.g. aten::mul.Tensor)", text));
+  auto dot = text.find('.', ns + 2);
+  std::string name = dot == std::string::npos ? text : text.substr(0, dot);
+  std::string overload = dot == std::string::npos ? "" : text.substr(dot + 1);
+  if (overload == "default") overload.clear();
+  auto handle = c10::Dispatcher::singleton().findSchema({name, overload});
+  if (!handle) throw GraphError(fmt::format("unknown operator '{}'", text));
+  return *handle;
+}
+
+// ----------------------------------------------------------------------------------------------
+// Graph
+
+Graph::Graph(std::string name) : name_(std::move(name)) {}
+Graph::Graph(const Graph& other) { copy_from(other); }
+Graph& Graph::operator=(const Graph& other) {
+  if (this != &other) {
+    Graph copy(other);
+    *this = std::move(copy);
+  }
+  return *this;
+}
+Graph::Graph(Graph&& other) noexcept { *this = std::move(other); }
+Graph& Graph::operator=(Graph&& other) noexcept {
+  name_ = std::move(other.name_);
+  inputs_ = std::move(other.inputs_);
+  inputs_raw_ = std::move(other.inputs_raw_);
+  nodes_ = std::move(other.nodes_);
+  nodes_raw_ = std::move(other.nodes_raw_);
+  outputs_ = std::move(other.outputs_);
+  tensor_constants_ = std::move(other.tensor_constants_);
+  names_ = std::move(other.names_);
+  name_counters_ = std::move(other.name_counters_);
+  // Values and nodes point back at their graph.
+  for (auto& v : inputs_) v->graph_ = this;
+  for (auto& n : nodes_) {
+    n->graph_ = this;
+    for (auto& v : n->outputs_) v->graph_ = this;
+  }
+  return *this;
+}
+Graph::~Graph() = default;
+
+void Graph::copy_from(const Graph& other) {
+  name_ = other.name_;
+  tensor_constants_ = other.tensor_constants_;
+  std::unordered_map<const Value*, Value*> map;
+  for (Value* v : other.inputs()) map[v] = add_input(v->name(), v->type(), v->meta() ? std::optional(*v->meta()) : std::nullopt);
+  for (const Node* n : other.nodes()) {
+    auto node = std::unique_ptr<Node>(new Node(this, n->kind_));
+    node->op_ = n->op_;
+    node->constant_name_ = n->constant_name_;
+    node->attrs_ = n->attrs_;
+    node->args_ = n->args_;
+    for (Argument& arg : node->args_) arg.remap_values([&](Value* used) { return map.at(used); });
+    for (Value* out : n->outputs()) {
+      Value* copy = new_value(out->name(), out->type(), out->meta() ? std::optional(*out->meta()) : std::nullopt);
+      copy->producer_ = node.get();
+      copy->output_index_ = node->outputs_.size();
+      node->outputs_raw_.push_back(copy);
+      node->outputs_.emplace_back(copy);
+      map[out] = copy;
+    }
+    insert_node(std::move(node), nullptr);
+  }
+  for (Value* out : other.outputs()) outputs_.push_back(map.at(out));
+  name_counters_ = other.name_counters_;
+}
+
+Value* Graph::new_value(std::string name, ValueType type, std::optional<TensorMeta> meta) {
+  if (name.empty()) name = fresh_name("v");
+  if (names_.count(name)) throw GraphError(fmt::format("graph '{}': duplicate value name %{}", name_, name));
+  auto* value = new Value(this, name, type, std::move(meta));
+  names_.emplace(std::move(name), value);
+  return value;
+}
+
+Value* Graph::add_input(std::string name, TensorMeta meta) {
+  return add_input(std::move(name), ValueType::Tensor, std::move(meta));
+}
+
+Value* Graph::add_input(std::string name, ValueType type, std::optional<TensorMeta> meta) {
+  if (name.empty()) name = fresh_name("arg");
+  Value* value = new_value(std::move(name), type, std::move(meta));
+  inputs_.emplace_back(value);
+  inputs_raw_.push_back(value);
+  return value;
+}
+
+void Graph::insert_node(std::unique_ptr<Node> node, Node* before) {
+  std::size_t pos = before ? index_of(before) : nodes_.size();
+  nodes_raw_.insert(nodes_raw_.begin() + static_cast<std::ptrdiff_t>(pos), node.get());
+  nodes_.insert(nodes_.begin() + static_cast<std::ptrdiff_t>(pos), std::move(node));
+}
+
+std::size_t Graph::index_of(const Node* node) const {
+  auto it = std::find(nodes_raw_.begin(), nodes_raw_.end(), node);
+  if (it == nodes_raw_.end()) throw GraphError(fmt::format("graph '{}': node is not in this graph", name_));
+  return static_cast<std::size_t>(it - nodes_raw_.begin());
+}
+
+namespace {
+ValueType value_type_of_return(const c10::TypePtr& type) {
+  switch (type->kind()) {
+    case c10::TypeKind::TensorType: return ValueType::Tensor;
+    case c10::TypeKind::IntType:
+    case c10::TypeKind::SymIntType: return ValueType::Int;
+    case c10::TypeKind::FloatType: return ValueType::Float;
+    case c10::TypeKind::BoolType: return ValueType::Bool;
+    case c10::TypeKind::NumberType: return ValueType::Scalar;
+    default: throw GraphError("unsupported return type " + type->str());
+  }
+}
+
+bool is_list_of_tensors(const c10::TypePtr& type) {
+  return type->kind() == c10::TypeKind::ListType &&
+         type->expectRef<c10::ListType>().getElementType()->kind() == c10::TypeKind::TensorType;
+}
+}  // namespace
+
+Node* Graph::add_call(std::string_view qualified_name, std::vector<Argument> args, std::vector<OutputSpec> outputs,
+                      Node* before) {
+  return add_call(resolve_operator(qualified_name), std::move(args), std::move(outputs), before);
+}
+
+Node* Graph::add_call(const c10::OperatorHandle& op, std::vector<Argument> args, std::vector<OutputSpec> outputs,
+                      Node* before) {
+  const auto& schema = op.schema();
+  auto node = std::unique_ptr<Node>(new Node(this, NodeKind::Call));
+  node->op_ = op;
+  const auto& formals = schema.arguments();
+  auto describe = [&] {
+    return fmt::format("{}{}", schema.name(), schema.overload_name().empty() ? "" : "." + schema.overload_name());
+  };
+  if (args.size() > formals.size())
+    throw GraphError(fmt::format("{}: {} arguments given, the schema takes {}", describe(), args.size(), formals.size()));
+  for (std::size_t i = args.size(); i < formals.size(); ++i) {
+    if (!formals[i].default_value())
+      throw GraphError(fmt::format("{}: missing argument {} '{}' (no default)", describe(), i, formals[i].name()));
+    args.emplace_back(*formals[i].default_value());
+  }
+  node->args_ = std::move(args);
+
+  // The values this call defines: one per return, or one per element of a `Tensor[]` return.
+  std::vector<ValueType> types;
+  const auto& returns = schema.returns();
+  if (returns.size() == 1 && is_list_of_tensors(returns[0].type())) {
+    types.assign(outputs.size(), ValueType::Tensor);
+  } else {
+    for (const auto& ret : returns) {
+      if (is_list_of_tensors(ret.type()))
+        throw GraphError(fmt::format("{}: a Tensor[] return beside other returns is not supported", describe()));
+      types.push_back(value_type_of_return(ret.type()));
+    }
+    if (!outputs.empty() && outputs.size() != types.size())
+      throw GraphError(fmt::format("{}: {} outputs described, the schema returns {}", describe(), outputs.size(), types.size()));
+  }
+  outputs.resize(types.size());
+  std::string base = schema.name().substr(schema.name().find("::") + 2);
+  for (std::size_t i = 0; i < types.size(); ++i) {
+    OutputSpec& spec = outputs[i];
+    Value* v = new_value(spec.name.empty() ? fresh_name(base) : std::move(spec.name), spec.type.value_or(types[i]),
+                         std::move(spec.meta));
+    v->producer_ = node.get();
+    v->output_index_ = i;
+    node->outputs_.emplace_back(v);
+    node->outputs_raw_.push_back(v);
+  }
+  Node* raw = node.get();
+  insert_node(std::move(node), before);
+  return raw;
+}
+
+Value* Graph::add_constant(std::string key, at::Tensor tensor, std::string value_name, Node* before) {
+  TensorMeta meta = TensorMeta::of(tensor);
+  Value* v = add_constant_ref(key, std::move(meta), std::move(value_name), before);
+  tensor_constants_[key] = std::move(tensor);
+  return v;
+}
+
+Value* Graph::add_constant_ref(std::string key, TensorMeta meta, std::string value_name, Node* before) {
+  auto node = std::unique_ptr<Node>(new Node(this, NodeKind::Constant));
+  Value* v = new_value(value_name.empty() ? fresh_name(key) : std::move(value_name), ValueType::Tensor, std::move(meta));
+  node->constant_name_ = std::move(key);
+  v->producer_ = node.get();
+  node->outputs_.emplace_back(v);
+  node->outputs_raw_.push_back(v);
+  insert_node(std::move(node), before);
+  return v;
+}
+
+void Graph::bind_constant(const std::string& key, at::Tensor tensor) { tensor_constants_[key] = std::move(tensor); }
+
+void Graph::erase_node(Node* node) {
+  std::size_t pos = index_of(node);
+  auto uses = compute_uses();
+  for (Value* out : node->outputs()) {
+    auto it = uses.find(out);
+    bool is_output = std::find(outputs_.begin(), outputs_.end(), out) != outputs_.end();
+    if ((it != uses.end() && !it->second.empty()) || is_output)
+      throw GraphError(fmt::format("graph '{}': cannot erase the node defining %{}: the value is still used", name_, out->name()));
+  }
+  for (Value* out : node->outputs()) names_.erase(out->name());
+  nodes_raw_.erase(nodes_raw_.begin() + static_cast<std::ptrdiff_t>(pos));
+  nodes_.erase(nodes_.begin() + static_cast<std::ptrdiff_t>(pos));
+}
+
+void Graph::move_node(Node* node, Node* before) {
+  if (node == before) return;
+  std::size_t pos = index_of(node);
+  std::unique_ptr<Node> owned = std::move(nodes_[pos]);
+  nodes_.erase(nodes_.begin() + static_cast<std::ptrdiff_t>(pos));
+  nodes_raw_.erase(nodes_raw_.begin() + static_cast<std::ptrdiff_t>(pos));
+  insert_node(std::move(owned), before);
+}
+
+void Graph::set_outputs(std::vector<Value*> outputs) {
+  for (Value* v : outputs)
+    if (!v || v->graph() != this) throw GraphError(fmt::format("graph '{}': an output is not a value of this graph", name_));
+  outputs_ = std::move(outputs);
+}
+
+void Graph::replace_all_uses(Value* from, Value* to) {
+  for (Node* n : nodes_raw_)
+    for (Argument& arg : n->args_) arg.replace_value(from, to);
+  std::replace(outputs_.begin(), outputs_.end(), from, to);
+}
+
+std::map<const Value*, std::vector<Node*>> Graph::compute_uses() const {
+  std::map<const Value*, std::vector<Node*>> uses;
+  for (Node* n : nodes_raw_) {
+    std::vector<Value*> read = n->inputs();
+    std::sort(read.begin(), read.end());
+    read.erase(std::unique(read.begin(), read.end()), read.end());
+    for (Value* v : read) uses[v].push_back(n);
+  }
+  return uses;
+}
+
+Value* Graph::find_value(std::string_view name) const {
+  auto it = names_.find(name);
+  return it == names_.end() ? nullptr : it->second;
+}
+
+std::string Graph::fresh_name(std::string_view hint) {
+  std::string base(hint.empty() ? "v" : hint);
+  std::size_t& counter = name_counters_[base];
+  for (;;) {
+    std::string candidate = counter == 0 ? base : fmt::format("{}_{}", base, counter);
+    ++counter;
+    if (!names_.count(candidate)) return candidate;
+  }
+}
+
+void Graph::rename(Value* value, std::string name) {
+  if (value->name_ == name) return;
+  if (names_.count(name)) throw GraphError(fmt::format("graph '{}': cannot rename to %{}: name taken", name_, name));
+  names_.erase(value->name_);
+  value->name_ = name;
+  names_.emplace(std::move(name), value);
+}
+
+std::string Graph::to_string() const { return print_graph(*this); }
+
+std::ostream& operator<<(std::ostream& os, const Graph& graph) { return os << graph.to_string(); }
+
+}  // namespace aotpipe

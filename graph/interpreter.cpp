@@ -1,0 +1,235 @@
+#include <aotpipe/graph/interpreter.h>
+
+#include <ATen/core/Tensor.h>
+#include <ATen/core/stack.h>
+#include <fmt/format.h>
+
+#include <unordered_map>
+
+namespace aotpipe {
+
+namespace {
+constexpr int kNoSlot = -1;
+
+struct SlotRead {
+  int slot = kNoSlot;  // kNoSlot: None (in a Tensor?[] list)
+  bool move = false;   // last read of the slot: hand the value over
+};
+
+struct ArgSource {
+  enum class Kind { Slot, Constant, TensorList, OptionalTensorList } kind = Kind::Constant;
+  SlotRead read;
+  c10::IValue constant;
+  std::vector<SlotRead> list;
+};
+
+struct Instruction {
+  c10::OperatorHandle op;
+  std::vector<ArgSource> args;
+  std::vector<int> outputs;  // kNoSlot: nobody reads the value, drop it at once
+  bool list_return = false;
+  std::string label;  // "%mul = aten::mul.Tensor" for error messages
+  std::vector<std::optional<TensorMeta>> declared;  // filled only with InterpreterOptions::check_meta
+};
+}  // namespace
+
+struct Interpreter::Program {
+  std::string graph_name;
+  std::size_t num_slots = 0;
+  std::vector<int> input_slots;  // kNoSlot: unused input, released on entry
+  std::vector<std::pair<int, at::Tensor>> constants;
+  std::vector<Instruction> instructions;
+  std::vector<SlotRead> outputs;
+};
+
+namespace {
+bool is_optional_tensor_list(const c10::TypePtr& type) {
+  c10::TypePtr t = type->kind() == c10::TypeKind::OptionalType ? type->expectRef<c10::OptionalType>().getElementType() : type;
+  if (t->kind() != c10::TypeKind::ListType) return false;
+  return t->expectRef<c10::ListType>().getElementType()->kind() == c10::TypeKind::OptionalType;
+}
+
+std::string node_label(const Node& node) {
+  return fmt::format("{} = {}", node.num_outputs() ? "%" + node.output()->name() : "<no result>", node.qualified_name());
+}
+}  // namespace
+
+Interpreter::Interpreter(const Graph& graph, InterpreterOptions options) {
+  auto program = std::make_shared<Program>();
+  program->graph_name = graph.name();
+  std::unordered_map<const Value*, int> slot_of;
+  auto assign = [&](const Value* v) { return slot_of[v] = static_cast<int>(program->num_slots++); };
+
+  // Last reader of every value: (instruction index, position of the read inside it).
+  // Graph outputs are read "after" every instruction.
+  using Position = std::pair<std::size_t, std::size_t>;
+  std::unordered_map<const Value*, Position> last_read;
+  const auto nodes = graph.nodes();
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    std::size_t k = 0;
+    for (Value* v : nodes[i]->inputs()) last_read[v] = {i, k++};
+  }
+  for (std::size_t k = 0; k < graph.num_outputs(); ++k) last_read[graph.outputs()[k]] = {nodes.size(), k};
+
+  for (Value* in : graph.inputs()) program->input_slots.push_back(last_read.count(in) ? assign(in) : kNoSlot);
+
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    const Node& node = *nodes[i];
+    if (!node.is_call()) {
+      auto it = graph.tensor_constants().find(node.constant_name());
+      if (it == graph.tensor_constants().end())
+        throw GraphError(fmt::format("interpreter: graph '{}': constant \"{}\" (%{}) has no tensor bound", graph.name(),
+                                     node.constant_name(), node.output()->name()));
+      program->constants.emplace_back(assign(node.output()), it->second);
+      continue;
+    }
+    Instruction instr{node.op(), {}, {}, false, node_label(node)};
+    std::size_t k = 0;
+    auto read = [&](const Value* v) {
+      auto it = slot_of.find(v);
+      if (it == slot_of.end())
+        throw GraphError(fmt::format("interpreter: graph '{}': {} reads %{} before its definition", graph.name(), instr.label, v->name()));
+      return SlotRead{it->second, last_read.at(v) == Position{i, k++}};
+    };
+    const auto& formals = node.schema().arguments();
+    for (std::size_t a = 0; a < node.args().size(); ++a) {
+      const Argument& arg = node.args()[a];
+      ArgSource src;
+      if (arg.is_value()) {
+        src.kind = ArgSource::Kind::Slot;
+        src.read = read(arg.value());
+      } else if (arg.is_constant()) {
+        src.constant = arg.constant();
+      } else {
+        src.kind = a < formals.size() && is_optional_tensor_list(formals[a].type()) ? ArgSource::Kind::OptionalTensorList
+                                                                                     : ArgSource::Kind::TensorList;
+        for (Value* v : arg.value_list().values) src.list.push_back(v ? read(v) : SlotRead{});
+      }
+      instr.args.push_back(std::move(src));
+    }
+    const auto& returns = node.schema().returns();
+    instr.list_return = returns.size() == 1 && returns[0].type()->kind() == c10::TypeKind::ListType;
+    for (Value* out : node.outputs()) {
+      instr.outputs.push_back(last_read.count(out) ? assign(out) : kNoSlot);
+      if (options.check_meta) instr.declared.push_back(out->meta() ? std::optional(*out->meta()) : std::nullopt);
+    }
+    program->instructions.push_back(std::move(instr));
+  }
+  for (std::size_t k = 0; k < graph.num_outputs(); ++k) {
+    const Value* v = graph.outputs()[k];
+    auto it = slot_of.find(v);
+    if (it == slot_of.end()) throw GraphError(fmt::format("interpreter: graph '{}': output {} (%{}) is not defined", graph.name(), k, v->name()));
+    program->outputs.push_back({it->second, last_read.at(v) == Position{nodes.size(), k}});
+  }
+  program_ = std::move(program);
+}
+
+Interpreter::~Interpreter() = default;
+Interpreter::Interpreter(Interpreter&&) noexcept = default;
+Interpreter& Interpreter::operator=(Interpreter&&) noexcept = default;
+
+std::size_t Interpreter::num_slots() const { return program_->num_slots; }
+
+namespace {
+c10::IValue take(std::vector<c10::IValue>& slots, const SlotRead& r) {
+  return r.move ? std::move(slots[static_cast<std::size_t>(r.slot)]) : slots[static_cast<std::size_t>(r.slot)];
+}
+
+// Sizes, strides and dtype (not requires_grad or device: the graph may run elsewhere).
+void check_meta(const Instruction& instr, std::size_t k, const c10::IValue& produced, const std::string& graph_name) {
+  if (instr.declared.empty() || !instr.declared[k] || !produced.isTensor()) return;
+  const TensorMeta& want = *instr.declared[k];
+  TensorMeta got = TensorMeta::of(produced.toTensor());
+  got.requires_grad = want.requires_grad;
+  got.device = want.device;
+  if (got.sizes != want.sizes || got.strides != want.strides || got.dtype != want.dtype || got.storage_offset != want.storage_offset) {
+    std::string label = instr.label;
+    if (k > 0) label = fmt::format("output {} of {}", k, instr.label);
+    throw GraphError(fmt::format("interpreter: graph '{}': {} produced {}, declared {}", graph_name, label, to_string(got), to_string(want)));
+  }
+}
+
+c10::IValue build_list(std::vector<c10::IValue>& slots, const ArgSource& src) {
+  if (src.kind == ArgSource::Kind::TensorList) {
+    c10::List<at::Tensor> list;
+    list.reserve(src.list.size());
+    for (const SlotRead& r : src.list) list.push_back(take(slots, r).toTensor());
+    return list;
+  }
+  c10::List<std::optional<at::Tensor>> list;
+  list.reserve(src.list.size());
+  for (const SlotRead& r : src.list) {
+    if (r.slot == kNoSlot) list.push_back(std::nullopt);
+    else list.push_back(take(slots, r).toTensor());
+  }
+  return list;
+}
+}  // namespace
+
+std::vector<c10::IValue> Interpreter::run_boxed(std::vector<c10::IValue> inputs) const {
+  const Program& p = *program_;
+  if (inputs.size() != p.input_slots.size())
+    throw GraphError(fmt::format("interpreter: graph '{}' takes {} inputs, got {}", p.graph_name, p.input_slots.size(), inputs.size()));
+  std::vector<c10::IValue> slots(p.num_slots);
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    if (p.input_slots[i] != kNoSlot) slots[static_cast<std::size_t>(p.input_slots[i])] = std::move(inputs[i]);
+  }
+  inputs.clear();  // inputs nobody reads are released here
+  for (const auto& [slot, tensor] : p.constants) slots[static_cast<std::size_t>(slot)] = tensor;
+
+  torch::jit::Stack stack;
+  for (const Instruction& instr : p.instructions) {
+    stack.clear();
+    stack.reserve(instr.args.size());
+    for (const ArgSource& src : instr.args) {
+      switch (src.kind) {
+        case ArgSource::Kind::Slot: stack.push_back(take(slots, src.read)); break;
+        case ArgSource::Kind::Constant: stack.push_back(src.constant); break;
+        default: stack.push_back(build_list(slots, src));
+      }
+    }
+    try {
+      instr.op.callBoxed(stack);
+    } catch (const std::exception& e) {
+      throw GraphError(fmt::format("interpreter: graph '{}': {} failed: {}", p.graph_name, instr.label, e.what()));
+    }
+    if (instr.list_return) {
+      auto results = stack.at(0).toTensorVector();
+      if (results.size() != instr.outputs.size())
+        throw GraphError(fmt::format("interpreter: graph '{}': {} returned {} tensors, the graph expects {}", p.graph_name,
+                                     instr.label, results.size(), instr.outputs.size()));
+      for (std::size_t k = 0; k < results.size(); ++k) {
+        check_meta(instr, k, results[k], p.graph_name);
+        if (instr.outputs[k] != kNoSlot) slots[static_cast<std::size_t>(instr.outputs[k])] = std::move(results[k]);
+      }
+    } else {
+      for (std::size_t k = 0; k < instr.outputs.size(); ++k) {
+        check_meta(instr, k, stack[k], p.graph_name);
+        if (instr.outputs[k] != kNoSlot) slots[static_cast<std::size_t>(instr.outputs[k])] = std::move(stack[k]);
+      }
+    }
+  }
+  std::vector<c10::IValue> outputs;
+  outputs.reserve(p.outputs.size());
+  for (const SlotRead& r : p.outputs) outputs.push_back(take(slots, r));
+  return outputs;
+}
+
+std::vector<at::Tensor> Interpreter::run(std::vector<at::Tensor> inputs) const {
+  std::vector<c10::IValue> boxed;
+  boxed.reserve(inputs.size());
+  for (at::Tensor& t : inputs) boxed.emplace_back(std::move(t));
+  inputs.clear();
+  std::vector<c10::IValue> results = run_boxed(std::move(boxed));
+  std::vector<at::Tensor> tensors;
+  tensors.reserve(results.size());
+  for (std::size_t k = 0; k < results.size(); ++k) {
+    if (!results[k].isTensor())
+      throw GraphError(fmt::format("interpreter: graph '{}': output {} is a {}, not a tensor (use run_boxed)", program_->graph_name, k,
+                                   results[k].tagKind()));
+    tensors.push_back(std::move(results[k]).toTensor());
+  }
+  return tensors;
+}
+
+}  // namespace aotpipe

@@ -1,0 +1,83 @@
+#include <aotpipe/graph/passes.h>
+
+#include <fmt/format.h>
+
+#include <unordered_map>
+#include <unordered_set>
+
+namespace aotpipe {
+
+std::size_t eliminate_dead_code(Graph& graph) {
+  // One backward sweep: a node is live if it has side effects or defines a live value.
+  std::unordered_set<const Value*> live(graph.outputs().begin(), graph.outputs().end());
+  std::vector<Node*> dead;
+  auto nodes = graph.nodes();
+  for (std::size_t i = nodes.size(); i-- > 0;) {
+    Node* node = nodes[i];
+    bool is_live = node->has_side_effects();
+    for (Value* v : node->outputs()) is_live = is_live || live.count(v);
+    if (!is_live) {
+      dead.push_back(node);
+      continue;
+    }
+    for (Value* v : node->inputs()) live.insert(v);
+  }
+  // `dead` is in reverse order, so users go before the values they read.
+  for (Node* node : dead) graph.erase_node(node);
+  return dead.size();
+}
+
+Graph extract_subgraph(const Graph& graph, std::span<Value* const> inputs, std::span<Value* const> outputs,
+                       std::string name) {
+  Graph sub(std::move(name));
+  std::unordered_map<const Value*, Value*> map;
+  for (Value* in : inputs) {
+    if (in->graph() != &graph) throw GraphError(fmt::format("extract_subgraph: %{} is not a value of graph '{}'", in->name(), graph.name()));
+    map[in] = sub.add_input(in->name(), in->type(), in->meta() ? std::optional(*in->meta()) : std::nullopt);
+  }
+  // Which nodes are needed: walk back from the outputs, stopping at the given inputs.
+  std::unordered_set<const Node*> needed;
+  std::vector<const Value*> work(outputs.begin(), outputs.end());
+  while (!work.empty()) {
+    const Value* v = work.back();
+    work.pop_back();
+    if (map.count(v)) continue;
+    if (v->is_input())
+      throw GraphError(fmt::format("extract_subgraph '{}': the outputs depend on %{}, an input of '{}' not among the subgraph's inputs",
+                                   sub.name(), v->name(), graph.name()));
+    if (!needed.insert(v->producer()).second) continue;
+    for (Value* used : v->producer()->inputs()) work.push_back(used);
+  }
+  for (const Node* node : graph.nodes()) {
+    if (!needed.count(node)) continue;
+    // A node whose values were all given as inputs is cut off above; the rest are copied.
+    bool all_given = true;
+    for (Value* v : node->outputs()) all_given = all_given && map.count(v);
+    if (all_given) continue;
+    if (!node->is_call()) {
+      Value* v = node->output();
+      auto it = graph.tensor_constants().find(node->constant_name());
+      map[v] = sub.add_constant_ref(node->constant_name(), *v->meta(), v->name());
+      if (it != graph.tensor_constants().end()) sub.bind_constant(it->first, it->second);
+      sub.nodes().back()->attrs() = node->attrs();
+      continue;
+    }
+    std::vector<Argument> args = node->args();
+    for (Argument& arg : args) arg.remap_values([&](Value* used) { return map.at(used); });
+    std::vector<OutputSpec> specs;
+    for (Value* out : node->outputs()) {
+      // A sibling value given as an input keeps its name; this copy gets a fresh one.
+      std::string out_name = sub.find_value(out->name()) ? std::string() : out->name();
+      specs.push_back({std::move(out_name), out->meta() ? std::optional(*out->meta()) : std::nullopt, out->type()});
+    }
+    Node* copy = sub.add_call(node->op(), std::move(args), std::move(specs));
+    copy->attrs() = node->attrs();
+    for (std::size_t i = 0; i < node->num_outputs(); ++i) map.try_emplace(node->output(i), copy->output(i));
+  }
+  std::vector<Value*> results;
+  for (Value* out : outputs) results.push_back(map.at(out));
+  sub.set_outputs(std::move(results));
+  return sub;
+}
+
+}  // namespace aotpipe

@@ -1,0 +1,156 @@
+#include <aotpipe/graph/graph.h>
+#include <aotpipe/graph/printer.h>
+#include <aotpipe/graph/text_format.h>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <cmath>
+
+namespace aotpipe {
+
+namespace {
+
+std::string format_double(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  std::string text = fmt::format("{}", v);  // shortest text that reads back to the same double
+  if (text.find_first_of(".e") == std::string::npos) text += ".0";
+  return text;
+}
+
+std::string quote(std::string_view s) {
+  std::string out = "\"";
+  for (char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      default: out += c;
+    }
+  }
+  return out + "\"";
+}
+
+// Strips Optional[...] so the formatting follows the underlying type.
+c10::TypePtr unwrap_optional(const c10::TypePtr& type) {
+  if (type && type->kind() == c10::TypeKind::OptionalType) return type->expectRef<c10::OptionalType>().getElementType();
+  return type;
+}
+
+std::string format_generic(const c10::IValue& v, const c10::TypePtr& type) {
+  if (v.isNone()) return "None";
+  if (v.isBool()) return v.toBool() ? "True" : "False";
+  if (v.isInt()) return std::to_string(v.toInt());
+  if (v.isDouble()) return format_double(v.toDouble());
+  if (v.isString()) return quote(v.toStringRef());
+  if (v.isDevice()) return fmt::format("device({})", quote(v.toDevice().str()));
+  if (v.isList()) {
+    c10::TypePtr elem;
+    if (type && type->kind() == c10::TypeKind::ListType) elem = type->expectRef<c10::ListType>().getElementType();
+    std::string out = "[";
+    bool first = true;
+    for (const c10::IValue& item : v.toListRef()) {
+      if (!first) out += ", ";
+      first = false;
+      out += format_constant(item, elem);
+    }
+    return out + "]";
+  }
+  throw GraphError(fmt::format("cannot print a constant of kind {}", v.tagKind()));
+}
+}  // namespace
+
+std::string format_constant(const c10::IValue& value, const c10::TypePtr& schema_type) {
+  c10::TypePtr type = unwrap_optional(schema_type);
+  if (type && value.isInt()) {
+    switch (type->kind()) {
+      case c10::TypeKind::ScalarTypeType: return dtype_torch_name(static_cast<c10::ScalarType>(value.toInt()));
+      case c10::TypeKind::LayoutType: return layout_torch_name(static_cast<c10::Layout>(value.toInt()));
+      case c10::TypeKind::MemoryFormatType:
+        return memory_format_torch_name(static_cast<c10::MemoryFormat>(value.toInt()));
+      default: break;
+    }
+  }
+  return format_generic(value, type);
+}
+
+std::string format_value_decl(const Value& value) {
+  std::string type = value.is_tensor() && value.meta() ? to_string(*value.meta()) : std::string(to_string(value.type()));
+  return fmt::format("%{}: {}", value.name(), type);
+}
+
+namespace {
+std::string format_argument(const Argument& arg, const c10::TypePtr& type) {
+  if (arg.is_value()) return "%" + arg.value()->name();
+  if (arg.is_constant()) return format_constant(arg.constant(), type);
+  std::string out = "[";
+  bool first = true;
+  for (Value* v : arg.value_list().values) {
+    if (!first) out += ", ";
+    first = false;
+    out += v ? "%" + v->name() : "None";
+  }
+  return out + "]";
+}
+
+std::string format_attrs(const std::map<std::string, std::string>& attrs) {
+  if (attrs.empty()) return {};
+  std::string out = " {";
+  bool first = true;
+  for (const auto& [key, value] : attrs) {
+    if (!first) out += ", ";
+    first = false;
+    out += key + "=" + (is_plain_word(value) ? value : quote(value));
+  }
+  return out + "}";
+}
+
+std::string format_call_args(const Node& node) {
+  const auto& formals = node.schema().arguments();
+  const auto& args = node.args();
+  // Arguments equal to their schema default are left out (the parser puts them back):
+  // trailing positional ones, and keyword-only ones anywhere.
+  auto is_default = [&](std::size_t i) {
+    const auto& def = formals[i].default_value();
+    return def && args[i].is_constant() &&
+           format_constant(args[i].constant(), formals[i].type()) == format_constant(*def, formals[i].type());
+  };
+  std::size_t last_positional = 0;
+  for (std::size_t i = 0; i < formals.size(); ++i)
+    if (!formals[i].kwarg_only() && !is_default(i)) last_positional = i + 1;
+  std::vector<std::string> parts;
+  for (std::size_t i = 0; i < formals.size(); ++i) {
+    if (formals[i].kwarg_only()) {
+      if (!is_default(i)) parts.push_back(formals[i].name() + "=" + format_argument(args[i], formals[i].type()));
+    } else if (i < last_positional) {
+      parts.push_back(format_argument(args[i], formals[i].type()));
+    }
+  }
+  return fmt::format("{}", fmt::join(parts, ", "));
+}
+}  // namespace
+
+std::string print_node(const Node& node) {
+  std::vector<std::string> decls;
+  for (Value* out : node.outputs()) decls.push_back(format_value_decl(*out));
+  std::string lhs = decls.empty() ? "" : fmt::format("{} = ", fmt::join(decls, ", "));
+  std::string rhs = node.is_call() ? fmt::format("{}({})", node.qualified_name(), format_call_args(node))
+                                   : fmt::format("constant({})", quote(node.constant_name()));
+  return lhs + rhs + format_attrs(node.attrs());
+}
+
+std::string print_graph(const Graph& graph) {
+  std::vector<std::string> params;
+  for (Value* in : graph.inputs()) params.push_back(format_value_decl(*in));
+  std::string name = is_plain_word(graph.name()) ? graph.name() : quote(graph.name());
+  std::string out = fmt::format("graph {}({}):\n", name, fmt::join(params, ", "));
+  for (const Node* node : graph.nodes()) out += "  " + print_node(*node) + "\n";
+  std::vector<std::string> results;
+  for (Value* v : graph.outputs()) results.push_back("%" + v->name());
+  out += fmt::format("  return ({})\n", fmt::join(results, ", "));
+  return out;
+}
+
+}  // namespace aotpipe

@@ -1,0 +1,132 @@
+#include <aotpipe/graph/tensor_meta.h>
+
+#include <ATen/core/Tensor.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <array>
+#include <ostream>
+#include <utility>
+
+namespace aotpipe {
+
+TensorMeta TensorMeta::of(const at::Tensor& tensor) {
+  TensorMeta meta;
+  meta.sizes = tensor.sizes().vec();
+  meta.strides = tensor.strides().vec();
+  meta.storage_offset = tensor.storage_offset();
+  meta.dtype = tensor.scalar_type();
+  meta.device = tensor.device();
+  meta.requires_grad = tensor.requires_grad();
+  return meta;
+}
+
+std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& sizes) {
+  std::vector<int64_t> strides(sizes.size());
+  int64_t running = 1;
+  for (std::size_t i = sizes.size(); i-- > 0;) {
+    strides[i] = running;
+    running *= std::max<int64_t>(sizes[i], 1);
+  }
+  return strides;
+}
+
+TensorMeta TensorMeta::contiguous(std::vector<int64_t> sizes, c10::ScalarType dtype, c10::Device device,
+                                  bool requires_grad) {
+  TensorMeta meta;
+  meta.strides = contiguous_strides(sizes);
+  meta.sizes = std::move(sizes);
+  meta.dtype = dtype;
+  meta.device = device;
+  meta.requires_grad = requires_grad;
+  return meta;
+}
+
+int64_t TensorMeta::numel() const {
+  int64_t n = 1;
+  for (int64_t s : sizes) n *= s;
+  return n;
+}
+
+int64_t TensorMeta::nbytes() const { return numel() * static_cast<int64_t>(c10::elementSize(dtype)); }
+
+bool TensorMeta::is_contiguous() const {
+  // Size-1 dimensions may carry any stride, as in c10's own contiguity check.
+  int64_t expected = 1;
+  for (std::size_t i = sizes.size(); i-- > 0;) {
+    if (sizes[i] == 1) continue;
+    if (strides[i] != expected) return false;
+    expected *= sizes[i];
+  }
+  return true;
+}
+
+namespace {
+struct DtypeName {
+  c10::ScalarType dtype;
+  std::string_view short_name;
+  std::string_view torch_name;
+};
+constexpr std::array kDtypeNames{
+    DtypeName{c10::ScalarType::Float, "f32", "torch.float32"},
+    DtypeName{c10::ScalarType::Double, "f64", "torch.float64"},
+    DtypeName{c10::ScalarType::Half, "f16", "torch.float16"},
+    DtypeName{c10::ScalarType::BFloat16, "bf16", "torch.bfloat16"},
+    DtypeName{c10::ScalarType::Long, "i64", "torch.int64"},
+    DtypeName{c10::ScalarType::Int, "i32", "torch.int32"},
+    DtypeName{c10::ScalarType::Short, "i16", "torch.int16"},
+    DtypeName{c10::ScalarType::Char, "i8", "torch.int8"},
+    DtypeName{c10::ScalarType::Byte, "u8", "torch.uint8"},
+    DtypeName{c10::ScalarType::Bool, "b8", "torch.bool"},
+    DtypeName{c10::ScalarType::ComplexHalf, "c32", "torch.complex32"},
+    DtypeName{c10::ScalarType::ComplexFloat, "c64", "torch.complex64"},
+    DtypeName{c10::ScalarType::ComplexDouble, "c128", "torch.complex128"},
+};
+
+std::optional<c10::ScalarType> dtype_from_c10_name(std::string_view name) {
+  for (int i = 0; i < static_cast<int>(c10::ScalarType::NumOptions); ++i) {
+    auto dtype = static_cast<c10::ScalarType>(i);
+    if (name == c10::toString(dtype)) return dtype;
+  }
+  return std::nullopt;
+}
+}  // namespace
+
+std::string dtype_short_name(c10::ScalarType dtype) {
+  for (const auto& entry : kDtypeNames)
+    if (entry.dtype == dtype) return std::string(entry.short_name);
+  return c10::toString(dtype);
+}
+
+std::optional<c10::ScalarType> dtype_from_short_name(std::string_view name) {
+  for (const auto& entry : kDtypeNames)
+    if (entry.short_name == name) return entry.dtype;
+  return dtype_from_c10_name(name);
+}
+
+std::string dtype_torch_name(c10::ScalarType dtype) {
+  for (const auto& entry : kDtypeNames)
+    if (entry.dtype == dtype) return std::string(entry.torch_name);
+  return "torch." + std::string(c10::toString(dtype));
+}
+
+std::optional<c10::ScalarType> dtype_from_torch_name(std::string_view name) {
+  for (const auto& entry : kDtypeNames)
+    if (entry.torch_name == name) return entry.dtype;
+  constexpr std::string_view prefix = "torch.";
+  if (name.starts_with(prefix)) return dtype_from_c10_name(name.substr(prefix.size()));
+  return std::nullopt;
+}
+
+std::string to_string(const TensorMeta& meta) {
+  std::string text = fmt::format("{}[{}]", dtype_short_name(meta.dtype), fmt::join(meta.sizes, ", "));
+  if (meta.strides != contiguous_strides(meta.sizes)) text += fmt::format(" stride=[{}]", fmt::join(meta.strides, ", "));
+  if (meta.storage_offset != 0) text += fmt::format(" offset={}", meta.storage_offset);
+  if (!meta.device.is_cpu()) text += fmt::format(" device={}", meta.device.str());
+  if (meta.requires_grad) text += " requires_grad";
+  return text;
+}
+
+std::ostream& operator<<(std::ostream& os, const TensorMeta& meta) { return os << to_string(meta); }
+
+}  // namespace aotpipe

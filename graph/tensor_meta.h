@@ -1,0 +1,55 @@
+#pragma once
+// TensorMeta: what the compiler knows about a tensor value without its data.
+#include <c10/core/Device.h>
+#include <c10/core/ScalarType.h>
+
+#include <cstdint>
+#include <iosfwd>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace at {
+class Tensor;
+}
+
+namespace aotpipe {
+
+struct TensorMeta {
+  std::vector<int64_t> sizes;
+  std::vector<int64_t> strides;
+  int64_t storage_offset = 0;
+  c10::ScalarType dtype = c10::ScalarType::Float;
+  c10::Device device = c10::Device(c10::kCPU);
+  bool requires_grad = false;
+
+  // Reads the metadata of a real, meta or fake tensor.
+  static TensorMeta of(const at::Tensor& tensor);
+  // A contiguous tensor of the given sizes.
+  static TensorMeta contiguous(std::vector<int64_t> sizes, c10::ScalarType dtype = c10::ScalarType::Float,
+                               c10::Device device = c10::Device(c10::kCPU), bool requires_grad = false);
+
+  int64_t numel() const;
+  // Bytes this view spans (numel * element size); what the partitioner counts when saving it.
+  int64_t nbytes() const;
+  bool is_contiguous() const;
+  bool operator==(const TensorMeta&) const = default;
+};
+
+std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& sizes);
+
+// Short dtype names as in FX's printed graphs: f32, f64, f16, bf16, i64, i32, i16, i8, u8, b8,
+// c64, c128; other dtypes use c10's own name (e.g. Float8_e4m3fn).
+std::string dtype_short_name(c10::ScalarType dtype);
+std::optional<c10::ScalarType> dtype_from_short_name(std::string_view name);
+// "torch.float32" style names, used for ScalarType arguments in the text form.
+std::string dtype_torch_name(c10::ScalarType dtype);
+std::optional<c10::ScalarType> dtype_from_torch_name(std::string_view name);
+
+// The text form of a tensor type: `f32[4, 8]` plus, only where they differ from the default,
+// ` stride=[1, 4] offset=2 device=cuda:0 requires_grad`.
+std::string to_string(const TensorMeta& meta);
+std::ostream& operator<<(std::ostream& os, const TensorMeta& meta);
+
+}  // namespace aotpipe

@@ -1,0 +1,9 @@
+#pragma once
+// The umbrella header of aotpipe: everything a user of the library needs.
+#include <aotpipe/graph/graph.h>
+#include <aotpipe/graph/interpreter.h>
+#include <aotpipe/graph/parser.h>
+#include <aotpipe/graph/passes.h>
+#include <aotpipe/graph/printer.h>
+#include <aotpipe/graph/tensor_meta.h>
+#include <aotpipe/graph/verifier.h>

@@ -1,0 +1,205 @@
+// The IR itself: building, printing, copying, DCE, subgraph extraction.
+#include <aotpipe/graph/graph.h>
+#include <aotpipe/graph/interpreter.h>
+#include <aotpipe/graph/parser.h>
+#include <aotpipe/graph/passes.h>
+#include <aotpipe/graph/verifier.h>
+
+#include <gtest/gtest.h>
+
+#include "test_support.h"
+
+namespace aotpipe {
+namespace {
+
+TensorMeta f32(std::vector<int64_t> sizes) { return TensorMeta::contiguous(std::move(sizes)); }
+
+Graph small_graph() {
+  Graph g("small");
+  Value* x = g.add_input("x", f32({2, 3}));
+  Value* y = g.add_input("y", f32({2, 3}));
+  Value* mul = g.add_call("aten::mul.Tensor", {x, y}, {{"", f32({2, 3})}})->output();
+  Value* add = g.add_call("aten::add.Tensor", {mul, x, 2.0}, {{"", f32({2, 3})}})->output();
+  Value* sum = g.add_call("aten::sum.dim_IntList", {add, std::vector<int64_t>{1}}, {{"", f32({2})}})->output();
+  g.set_outputs({sum, mul});
+  return g;
+}
+
+TEST(GraphIr, PrintsQualifiedOverloadsAndOmitsDefaults) {
+  Graph g = small_graph();
+  EXPECT_EQ(g.num_inputs(), 2u);
+  EXPECT_EQ(g.num_outputs(), 2u);
+  EXPECT_EQ(g.nodes().size(), 3u);
+  EXPECT_EQ(g.to_string(),
+            "graph small(%x: f32[2, 3], %y: f32[2, 3]):\n"
+            "  %mul: f32[2, 3] = aten::mul.Tensor(%x, %y)\n"
+            "  %add: f32[2, 3] = aten::add.Tensor(%mul, %x, alpha=2.0)\n"
+            "  %sum: f32[2] = aten::sum.dim_IntList(%add, [1])\n"
+            "  return (%sum, %mul)\n");
+}
+
+TEST(GraphIr, FreshNamesFollowTheOpName) {
+  Graph g;
+  Value* x = g.add_input("x", f32({3}));
+  Value* a = g.add_call("aten::sin", {x})->output();
+  Value* b = g.add_call("aten::sin", {a})->output();
+  EXPECT_EQ(a->name(), "sin");
+  EXPECT_EQ(b->name(), "sin_1");
+  EXPECT_EQ(g.find_value("sin_1"), b);
+  EXPECT_EQ(g.find_value("nope"), nullptr);
+}
+
+TEST(GraphIr, AddCallRejectsMissingArgumentsAndUnknownOps) {
+  Graph g;
+  Value* x = g.add_input("x", f32({3}));
+  EXPECT_THROW(
+      {
+        try {
+          g.add_call("aten::mul.Tensor", {x});
+        } catch (const GraphError& e) {
+          EXPECT_STREQ(e.what(), "aten::mul.Tensor: missing argument 1 'other' (no default)");
+          throw;
+        }
+      },
+      GraphError);
+  EXPECT_THROW(
+      {
+        try {
+          g.add_call("aten::no_such_op.Tensor", {x});
+        } catch (const GraphError& e) {
+          EXPECT_STREQ(e.what(), "unknown operator 'aten::no_such_op.Tensor'");
+          throw;
+        }
+      },
+      GraphError);
+}
+
+TEST(GraphIr, MultiOutputAndListReturningOps) {
+  Graph g("multi");
+  Value* x = g.add_input("x", f32({4, 6}));
+  Node* vm = g.add_call("aten::var_mean.correction", {x, std::vector<int64_t>{1}}, {{"var", f32({4})}, {"mean", f32({4})}});
+  ASSERT_EQ(vm->num_outputs(), 2u);
+  Node* split = g.add_call("aten::split.Tensor", {x, 2, 1}, {{"", f32({4, 2})}, {"", f32({4, 2})}, {"", f32({4, 2})}});
+  ASSERT_EQ(split->num_outputs(), 3u);
+  g.set_outputs({vm->output(0), vm->output(1), split->output(2)});
+  EXPECT_NO_THROW(verify(g, {.allow_dead_code = true}));
+  Graph back = parse_graph(g.to_string());
+  EXPECT_EQ(back.to_string(), g.to_string());
+}
+
+TEST(GraphIr, CopyIsDeepAndIndependent) {
+  Graph g = small_graph();
+  Graph copy = g;
+  EXPECT_EQ(copy.to_string(), g.to_string());
+  for (Value* in : copy.inputs()) EXPECT_EQ(in->graph(), &copy);
+  for (Node* n : copy.nodes()) {
+    EXPECT_EQ(n->graph(), &copy);
+    for (Value* v : n->inputs()) EXPECT_EQ(v->graph(), &copy);
+  }
+  copy.add_call("aten::neg", {copy.input(0)}, {{"", f32({2, 3})}});
+  EXPECT_EQ(g.nodes().size(), 3u);
+  EXPECT_EQ(copy.nodes().size(), 4u);
+  Graph moved = std::move(copy);
+  for (Node* n : moved.nodes()) EXPECT_EQ(n->graph(), &moved);
+  EXPECT_NO_THROW(verify(moved, {.allow_dead_code = true}));
+}
+
+TEST(GraphIr, DeadCodeEliminationKeepsLiveAndSideEffectingNodes) {
+  Graph g("dce");
+  Value* x = g.add_input("x", f32({3}));
+  Value* dead1 = g.add_call("aten::sin", {x}, {{"", f32({3})}})->output();
+  g.add_call("aten::cos", {dead1}, {{"", f32({3})}});                                // dead, reads dead1
+  Value* buf = g.add_input("buf", f32({3}));
+  g.add_call("aten::add_.Tensor", {buf, x}, {{"", f32({3})}});                       // mutation: kept
+  Value* live = g.add_call("aten::exp", {x}, {{"", f32({3})}})->output();
+  g.set_outputs({live});
+  EXPECT_FALSE(verify_issues(g).empty());
+  EXPECT_EQ(eliminate_dead_code(g), 2u);
+  ASSERT_EQ(g.nodes().size(), 2u);
+  EXPECT_EQ(g.nodes()[0]->qualified_name(), "aten::add_.Tensor");
+  EXPECT_EQ(g.nodes()[1]->qualified_name(), "aten::exp");
+  EXPECT_TRUE(verify_issues(g).empty());
+  EXPECT_EQ(eliminate_dead_code(g), 0u);
+}
+
+TEST(GraphIr, ExtractSubgraphBetweenValues) {
+  Graph g("whole");
+  Value* x = g.add_input("x", f32({3}));
+  Value* y = g.add_input("y", f32({3}));
+  Value* a = g.add_call("aten::sin", {x}, {{"a", f32({3})}})->output();
+  Value* b = g.add_call("aten::mul.Tensor", {a, y}, {{"b", f32({3})}})->output();
+  Value* c = g.add_call("aten::cos", {b}, {{"c", f32({3})}})->output();
+  Value* unrelated = g.add_call("aten::exp", {y}, {{"e", f32({3})}})->output();
+  g.set_outputs({c, unrelated});
+
+  std::vector<Value*> ins{a, y};
+  std::vector<Value*> outs{c};
+  Graph sub = extract_subgraph(g, ins, outs, "tail");
+  EXPECT_EQ(sub.to_string(),
+            "graph tail(%a: f32[3], %y: f32[3]):\n"
+            "  %b: f32[3] = aten::mul.Tensor(%a, %y)\n"
+            "  %c: f32[3] = aten::cos(%b)\n"
+            "  return (%c)\n");
+  EXPECT_TRUE(verify_issues(sub).empty());
+
+  // Runs like the corresponding part of the whole graph.
+  auto inputs = testing::make_inputs(g);
+  auto whole = Interpreter(g).run(inputs);
+  auto part = Interpreter(sub).run({inputs[0].sin(), inputs[1]});
+  EXPECT_TRUE(testing::tensors_close(whole[0], part[0]));
+
+  std::vector<Value*> missing{a};
+  try {
+    extract_subgraph(g, missing, outs, "tail");
+    FAIL() << "expected a GraphError";
+  } catch (const GraphError& e) {
+    EXPECT_STREQ(e.what(), "extract_subgraph 'tail': the outputs depend on %y, an input of 'whole' not among the subgraph's inputs");
+  }
+}
+
+TEST(GraphIr, ConstantsAreNamedAndBound) {
+  Graph g("consts");
+  Value* x = g.add_input("x", f32({3}));
+  Value* w = g.add_constant("weight", at::arange(3, at::kFloat), "w");
+  Value* y = g.add_call("aten::mul.Tensor", {x, w}, {{"", f32({3})}})->output();
+  g.set_outputs({y});
+  EXPECT_EQ(g.to_string(),
+            "graph consts(%x: f32[3]):\n"
+            "  %w: f32[3] = constant(\"weight\")\n"
+            "  %mul: f32[3] = aten::mul.Tensor(%x, %w)\n"
+            "  return (%mul)\n");
+  auto in = at::ones({3});
+  EXPECT_TRUE(testing::tensors_close(at::arange(3, at::kFloat), Interpreter(g).run({in})[0]));
+
+  Graph parsed = parse_graph(g.to_string());
+  EXPECT_FALSE(verify_issues(parsed, {.require_bound_constants = true}).empty());
+  EXPECT_THROW(Interpreter{parsed}, GraphError);
+  parsed.bind_constant("weight", at::full({3}, 2.0));
+  EXPECT_TRUE(testing::tensors_close(at::full({3}, 2.0), Interpreter(parsed).run({in})[0]));
+}
+
+TEST(GraphIr, AttributesSurviveCopyAndText) {
+  Graph g = small_graph();
+  g.nodes()[2]->attrs()["phase"] = "backward";
+  g.nodes()[2]->attrs()["note"] = "needs quoting, yes";
+  std::string text = g.to_string();
+  EXPECT_NE(text.find("{note=\"needs quoting, yes\", phase=backward}"), std::string::npos) << text;
+  EXPECT_EQ(parse_graph(text).to_string(), text);
+  EXPECT_EQ(Graph(g).nodes()[2]->attrs().at("phase"), "backward");
+}
+
+TEST(GraphIr, MoveAndReplaceUses) {
+  Graph g = small_graph();
+  Value* x = g.input(0);
+  Value* neg = g.add_call("aten::neg", {x}, {{"", f32({2, 3})}}, g.nodes()[0])->output();
+  EXPECT_EQ(g.nodes()[0]->output(), neg);
+  g.replace_all_uses(g.nodes()[1]->output(), neg);  // uses of %mul now read %neg
+  EXPECT_EQ(g.outputs()[1], neg);
+  g.move_node(g.nodes()[0], nullptr);  // %neg now after its readers
+  auto issues = verify_issues(g, {.allow_dead_code = true});
+  ASSERT_FALSE(issues.empty());
+  EXPECT_EQ(issues[0].kind, VerifyErrorKind::UseBeforeDefinition);
+}
+
+}  // namespace
+}  // namespace aotpipe

@@ -1,0 +1,23 @@
+#pragma once
+// Shared helpers of the graph test suites.
+#include <aotpipe/graph/graph.h>
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <vector>
+
+namespace aotpipe::testing {
+
+// A real tensor with the metadata's sizes, strides, offset and dtype, filled with values
+// drawn from `gen` (normal for floats, small non-negative integers otherwise).
+at::Tensor make_tensor(const TensorMeta& meta, at::Generator& gen);
+std::vector<at::Tensor> make_inputs(const Graph& graph, uint64_t seed = 0);
+
+// Same dtype, sizes, and values within tolerance (NaNs equal).
+::testing::AssertionResult tensors_close(const at::Tensor& expected, const at::Tensor& actual, double rtol = 1e-5,
+                                         double atol = 1e-6);
+::testing::AssertionResult tensor_lists_close(const std::vector<at::Tensor>& expected, const std::vector<at::Tensor>& actual,
+                                              double rtol = 1e-5, double atol = 1e-6);
+
+}  // namespace aotpipe::testing
