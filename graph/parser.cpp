@@ -620,7 +620,7 @@ class Parser {
         }
         if (args[index]) fail_at(at, fmt::format("{}: argument '{}' given twice", op_name, formals[index].name()));
         Literal lit = parse_literal();
-        args[index] = coerce(lit, formals[index].type(), fmt::format("{} argument '{}'", op_name, formals[index].name()));
+        args[index] = coerce(lit, formals[index].real_type(), fmt::format("{} argument '{}'", op_name, formals[index].name()));
       } while (accept_punct(","));
     }
     expect_punct(")");

@@ -115,7 +115,7 @@ std::string format_call_args(const Node& node) {
   auto is_default = [&](std::size_t i) {
     const auto& def = formals[i].default_value();
     return def && args[i].is_constant() &&
-           format_constant(args[i].constant(), formals[i].type()) == format_constant(*def, formals[i].type());
+           format_constant(args[i].constant(), formals[i].real_type()) == format_constant(*def, formals[i].real_type());
   };
   std::size_t last_positional = 0;
   for (std::size_t i = 0; i < formals.size(); ++i)
@@ -123,9 +123,9 @@ std::string format_call_args(const Node& node) {
   std::vector<std::string> parts;
   for (std::size_t i = 0; i < formals.size(); ++i) {
     if (formals[i].kwarg_only()) {
-      if (!is_default(i)) parts.push_back(formals[i].name() + "=" + format_argument(args[i], formals[i].type()));
+      if (!is_default(i)) parts.push_back(formals[i].name() + "=" + format_argument(args[i], formals[i].real_type()));
     } else if (i < last_positional) {
-      parts.push_back(format_argument(args[i], formals[i].type()));
+      parts.push_back(format_argument(args[i], formals[i].real_type()));
     }
   }
   return fmt::format("{}", fmt::join(parts, ", "));

@@ -2,6 +2,7 @@
 // The umbrella header of aotpipe: everything a user of the library needs.
 #include <aotpipe/graph/graph.h>
 #include <aotpipe/graph/interpreter.h>
+#include <aotpipe/graph/meta_propagation.h>
 #include <aotpipe/graph/parser.h>
 #include <aotpipe/graph/passes.h>
 #include <aotpipe/graph/printer.h>

@@ -21,3 +21,10 @@ std::vector<at::Tensor> make_inputs(const Graph& graph, uint64_t seed = 0);
                                               double rtol = 1e-5, double atol = 1e-6);
 
 }  // namespace aotpipe::testing
+
+namespace aotpipe::testing {
+// A random, well-formed graph (seeded, reproducible): pointwise, scalar, reduction, view,
+// multi-output, list-taking and list-returning ops with keyword and default arguments,
+// TensorMeta filled by shape propagation. Used for round-trip and fuzz tests.
+Graph random_graph(uint64_t seed, int num_nodes = 24);
+}  // namespace aotpipe::testing

@@ -1,0 +1,786 @@
+// The tracer. The mechanism (and what was checked on libtorch 2.11) is in docs/libtorch-2.11.md;
+// how to use it and its limits in docs/tracer.md.
+#include <aotpipe/graph/passes.h>
+#include <aotpipe/graph/tracer.h>
+
+#include <ATen/ATen.h>
+#include <ATen/FunctionalTensorWrapper.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/enum_tag.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+#include <torch/csrc/autograd/autograd.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/library.h>
+
+#include <mutex>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace aotpipe {
+namespace {
+
+namespace fimpl = at::functionalization::impl;
+
+// The dispatch key the fallback lives on: below Functionalize and autograd, above the backends
+// (where Python's proxy/fake modes live). Unused by libtorch 2.11 itself.
+constexpr c10::DispatchKey kTraceKey = c10::DispatchKey::Fake;
+
+// What the fallback excludes before calling an op on the inner tensors.
+c10::DispatchKeySet below_trace_keys() {
+  return c10::DispatchKeySet(kTraceKey) | c10::autograd_dispatch_keyset_with_ADInplaceOrView |
+         c10::DispatchKeySet(c10::DispatchKey::Functionalize);
+}
+
+std::string qualified_name(const c10::OperatorHandle& op) {
+  const auto& name = op.operator_name();
+  return name.overload_name.empty() ? name.name : name.name + "." + name.overload_name;
+}
+
+struct TraceState {
+  explicit TraceState(TraceOptions opts) : options(std::move(opts)), graph(options.graph_name) {}
+  TraceOptions options;
+  Graph graph;
+  std::mutex mutex;  // ops normally arrive on the tracing thread; this keeps stray threads safe
+  bool has_backward = false;
+  bool finished = false;
+  bool joint = false;     // trace_joint: every node gets a phase  // the graph was handed out: later ops on its tensors are errors
+  std::unordered_map<const c10::TensorImpl*, Value*> constants;
+  std::vector<at::Tensor> constant_keepalive;  // keeps constants' TensorImpl* keys unique
+  bool fake() const { return options.mode == TraceMode::Fake; }
+};
+
+// The trace whose mode is active on this thread: used for ops with no tracing tensor argument
+// (factories, ops on closed-over real tensors). Ops on tracing tensors use the tensor's trace.
+thread_local TraceState* tls_current_trace = nullptr;
+thread_local std::shared_ptr<TraceState> tls_current_owner;  // the same trace, owning
+
+// ---------------------------------------------------------------------------------------------
+// The tracing tensor.
+const c10::DispatchKeySet kTracingKeys({kTraceKey, c10::DispatchKey::PrivateUse1});
+
+class TracingTensorImpl final : public c10::TensorImpl {
+ public:
+  TracingTensorImpl(at::Tensor inner, std::shared_ptr<TraceState> state, Value* value, c10::Device logical_device)
+      : c10::TensorImpl(c10::Storage(inner.storage()), kTracingKeys, inner.dtype()),
+        inner_(std::move(inner)),
+        state_(std::move(state)),
+        value_(value),
+        logical_device_(logical_device) {
+    // Reported device: CPU, so the autograd engine runs the backward on the calling thread.
+    device_opt_ = c10::Device(c10::kCPU);
+    refresh();
+  }
+
+  // Re-reads sizes/strides/offset (and storage) after an op that may have changed them.
+  void refresh() {
+    if (!storage_.is_alias_of(inner_.storage())) storage_ = inner_.storage();
+    set_sizes_and_strides(inner_.sizes(), inner_.strides(), inner_.storage_offset());
+  }
+
+  const at::Tensor& inner() const { return inner_; }
+  const std::shared_ptr<TraceState>& state() const { return state_; }
+  Value* value() const { return value_; }
+  void set_value(Value* v) { value_ = v; }
+  c10::Device logical_device() const { return logical_device_; }
+
+  c10::intrusive_ptr<c10::TensorImpl> shallow_copy_and_detach(const c10::VariableVersion& version_counter,
+                                                               bool allow_tensor_metadata_change) const override {
+    return copy_impl(version_counter, allow_tensor_metadata_change);
+  }
+  c10::intrusive_ptr<c10::TensorImpl> shallow_copy_and_detach(c10::VariableVersion&& version_counter,
+                                                               bool allow_tensor_metadata_change) const override {
+    return copy_impl(std::move(version_counter), allow_tensor_metadata_change);
+  }
+  void shallow_copy_from(const c10::intrusive_ptr<c10::TensorImpl>& impl) override {
+    auto* other = dynamic_cast<TracingTensorImpl*>(impl.get());
+    TORCH_CHECK(other, "aotpipe tracer: shallow_copy_from a tensor that is not a tracing tensor");
+    copy_tensor_metadata(other, this, version_counter(), allow_tensor_metadata_change());
+    inner_ = other->inner_;
+    state_ = other->state_;
+    value_ = other->value_;
+    logical_device_ = other->logical_device_;
+    device_opt_ = c10::Device(c10::kCPU);
+  }
+
+ private:
+  template <class VersionCounter>
+  c10::intrusive_ptr<c10::TensorImpl> copy_impl(VersionCounter&& version_counter, bool allow_change) const {
+    auto impl = c10::make_intrusive<TracingTensorImpl>(inner_, state_, value_, logical_device_);
+    copy_tensor_metadata(this, impl.get(), std::forward<VersionCounter>(version_counter), allow_change);
+    impl->device_opt_ = c10::Device(c10::kCPU);
+    impl->refresh_numel();
+    return impl;
+  }
+
+  at::Tensor inner_;
+  std::shared_ptr<TraceState> state_;
+  Value* value_;
+  c10::Device logical_device_;
+};
+
+TracingTensorImpl* as_traced(const at::Tensor& t) {
+  if (!t.defined()) return nullptr;
+  auto* impl = t.unsafeGetTensorImpl();
+  if (!impl->key_set().has(kTraceKey)) return nullptr;
+  return dynamic_cast<TracingTensorImpl*>(impl);
+}
+
+at::Tensor wrap(at::Tensor inner, const std::shared_ptr<TraceState>& state, Value* value, c10::Device device) {
+  return at::detail::make_tensor<TracingTensorImpl>(std::move(inner), state, value, device);
+}
+
+TensorMeta meta_of(const at::Tensor& t, c10::Device device) {
+  TensorMeta meta;
+  meta.sizes = t.sizes().vec();
+  meta.strides = t.strides().vec();
+  meta.storage_offset = t.storage_offset();
+  meta.dtype = t.scalar_type();
+  meta.device = device;
+  meta.requires_grad = false;
+  return meta;
+}
+
+// A tracing tensor of `state` unwrapped from functionalization (when present).
+TracingTensorImpl* traced_of(const at::Tensor& t) {
+  if (!t.defined()) return nullptr;
+  if (fimpl::isFunctionalTensor(t)) {
+    fimpl::sync(t);
+    return as_traced(fimpl::from_functional_tensor(t));
+  }
+  return as_traced(t);
+}
+
+bool is_tensor_list_type(const c10::Argument& arg) {
+  auto list = arg.type()->cast<c10::ListType>();
+  if (!list) return false;
+  auto element = list->getElementType();
+  if (auto opt = element->cast<c10::OptionalType>()) element = opt->getElementType();
+  return element->kind() == c10::TypeKind::TensorType;
+}
+
+bool is_device_type(const c10::Argument& arg) {
+  auto type = arg.type();
+  if (auto opt = type->cast<c10::OptionalType>()) type = opt->getElementType();
+  return type->kind() == c10::TypeKind::DeviceObjType;
+}
+
+// Ops whose output value or shape depends on data: refused in fake mode (Python raises
+// DataDependentOutputException / DynamicOutputShapeException for these).
+bool is_data_dependent(std::string_view name) {
+  static const std::unordered_set<std::string_view> ops = {
+      "aten::_local_scalar_dense", "aten::item", "aten::nonzero", "aten::nonzero_numpy", "aten::argwhere",
+      "aten::masked_select", "aten::unique_consecutive", "aten::_unique", "aten::_unique2", "aten::unique_dim",
+      "aten::unique_dim_consecutive", "aten::equal", "aten::is_nonzero", "aten::allclose",
+      "aten::bincount", "aten::histc", "aten::_ragged_idx"};
+  return ops.count(name) > 0;
+}
+
+std::string error_text(const std::exception& e) {
+  if (const auto* c10e = dynamic_cast<const c10::Error*>(&e)) return c10e->what_without_backtrace();
+  return e.what();
+}
+
+// ---------------------------------------------------------------------------------------------
+// The fallback.
+
+struct OpCall {
+  OpCall(const c10::OperatorHandle& o, const c10::FunctionSchema& s, TraceState* t, std::shared_ptr<TraceState> own)
+      : op(o), schema(s), state(t), owner(std::move(own)) {}
+  const c10::OperatorHandle& op;
+  const c10::FunctionSchema& schema;
+  TraceState* state;
+  std::shared_ptr<TraceState> owner;  // null when the op came through the mode only
+  bool cpu_fallback = false;
+  std::vector<at::Tensor> inner_inputs;   // every unwrapped tensor, in argument order
+  std::vector<at::Tensor> outer_inputs;   // the matching outer tensor (undefined for constants)
+  std::vector<at::Tensor> real_inputs;    // cpu_fallback: zero-filled real stand-ins
+  std::vector<bool> outer_written;        // the schema says the op writes that argument
+  c10::Device device = c10::Device(c10::kCPU);
+  bool device_known = false;
+};
+
+Value* constant_value(TraceState& st, const at::Tensor& t) {
+  auto it = st.constants.find(t.unsafeGetTensorImpl());
+  if (it != st.constants.end()) return it->second;
+  std::string key = st.graph.fresh_name("_tensor_constant");
+  Value* v = st.graph.add_constant(key, t, key);
+  st.constants.emplace(t.unsafeGetTensorImpl(), v);
+  st.constant_keepalive.push_back(t);
+  return v;
+}
+
+[[noreturn]] void fail(const std::string& name, const std::string& message) {
+  TORCH_CHECK(false, name, ": ", message);
+}
+
+void trace_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*ks*/, torch::jit::Stack* stack) {
+  const auto& schema = op.schema();
+  const std::size_t nargs = schema.arguments().size();
+  const std::size_t first = stack->size() - nargs;
+
+  // Which trace? The one of the tracing tensor arguments (all must agree) or the mode's.
+  std::shared_ptr<TraceState> owner;
+  bool any_plain_meta = false;
+  auto visit = [&](const at::Tensor& t) {
+    if (!t.defined()) return;
+    if (auto* tt = as_traced(t)) {
+      if (owner && owner != tt->state())
+        fail(qualified_name(op), "an argument is a tensor of another trace (a tracing tensor leaked out of its trace)");
+      if (!owner && tls_current_trace && tt->state().get() != tls_current_trace)
+        fail(qualified_name(op), "an argument is a tensor of another trace (a tracing tensor leaked out of its trace)");
+      owner = tt->state();
+    } else if (t.is_meta()) {
+      any_plain_meta = true;
+    }
+  };
+  for (std::size_t i = first; i < stack->size(); ++i) {
+    const auto& a = (*stack)[i];
+    if (a.isTensor()) {
+      visit(a.toTensor());
+    } else if (a.isTensorList()) {
+      for (const at::Tensor& t : a.toTensorList()) visit(t);
+    } else if (a.isList()) {
+      for (const c10::IValue& e : a.toListRef())
+        if (e.isTensor()) visit(e.toTensor());
+    }
+  }
+  TraceState* st = owner ? owner.get() : tls_current_trace;
+  if (owner && owner->finished)
+    fail(qualified_name(op), "an argument is a tracing tensor whose trace has already ended");
+  if (!owner && (any_plain_meta || !st)) {
+    // libtorch's own meta computations (functionalization checks in-place ops on meta copies)
+    // or a call after the trace ended: not part of the program.
+    c10::impl::ExcludeDispatchKeyGuard guard{c10::DispatchKeySet(kTraceKey)};
+    op.callBoxed(stack);
+    return;
+  }
+
+  // Decompositions: the user's table first, then CompositeImplicitAutograd kernels (reached
+  // here only when autograd keys are excluded, e.g. under InferenceMode).
+  if (!st->options.decompositions.empty()) {
+    auto it = st->options.decompositions.find(qualified_name(op));
+    if (it != st->options.decompositions.end()) {
+      std::vector<c10::IValue> args(stack->begin() + static_cast<std::ptrdiff_t>(first), stack->end());
+      stack->resize(first);
+      std::vector<c10::IValue> results = it->second(args);
+      if (results.size() != schema.returns().size())
+        fail(qualified_name(op), "decomposition returned " + std::to_string(results.size()) + " values, the schema has " +
+                                     std::to_string(schema.returns().size()));
+      for (auto& r : results) stack->push_back(std::move(r));
+      return;
+    }
+  }
+  if (op.hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd)) {
+    op.callBoxedForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd, *stack);
+    return;
+  }
+
+  const bool fake = st->fake();
+  if (fake && (is_data_dependent(schema.operator_name().name) || op.hasTag(at::Tag::data_dependent_output) ||
+               op.hasTag(at::Tag::dynamic_output_shape)))
+    fail(qualified_name(op),
+         "its output (value or shape) depends on tensor data, which fake tracing does not have; "
+         "trace in TraceMode::Real or avoid the op");
+
+  OpCall call(op, schema, st, owner);
+  if (fake && !op.hasKernelForDispatchKey(c10::DispatchKey::Meta) &&
+      !op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) &&
+      !op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional)) {
+    if (!st->options.allow_cpu_fallback)
+      fail(qualified_name(op), "has no Meta kernel, so fake tracing cannot compute its output metadata "
+                               "(TraceOptions::allow_cpu_fallback is off)");
+    if (!op.hasKernelForDispatchKey(c10::DispatchKey::CPU))
+      fail(qualified_name(op), "has neither a Meta nor a CPU kernel; fake tracing cannot run it");
+    call.cpu_fallback = true;
+  }
+
+  std::lock_guard lock(st->mutex);
+  c10::impl::ExcludeDispatchKeyGuard guard{below_trace_keys()};
+
+  // Record the arguments and unwrap them.
+  std::vector<Argument> graph_args;
+  graph_args.reserve(nargs);
+  auto unwrap = [&](const at::Tensor& t, bool written, Value** value_out) -> at::Tensor {
+    at::Tensor inner;
+    at::Tensor outer;
+    if (!t.defined()) {
+      *value_out = nullptr;
+      return t;
+    }
+    if (auto* tt = as_traced(t)) {
+      inner = tt->inner();
+      outer = t;
+      *value_out = tt->value();
+      if (!call.device_known) {
+        call.device = tt->logical_device();
+        call.device_known = true;
+      }
+    } else {
+      // A closed-over real tensor: a named constant of the graph.
+      *value_out = constant_value(*st, t);
+      if (fake) {
+        inner = at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kMeta));
+        if (t.unsafeGetTensorImpl()->is_wrapped_number()) inner.unsafeGetTensorImpl()->set_wrapped_number(true);
+      } else {
+        inner = t;
+      }
+    }
+    call.inner_inputs.push_back(inner);
+    call.outer_inputs.push_back(outer);
+    call.outer_written.push_back(written);
+    return inner;
+  };
+  std::vector<std::size_t> device_args;
+
+  for (std::size_t i = 0; i < nargs; ++i) {
+    auto& a = (*stack)[first + i];
+    const auto& arg = schema.arguments()[i];
+    const bool written = arg.alias_info() && arg.alias_info()->isWrite();
+    if (a.isTensor()) {
+      Value* v = nullptr;
+      a = unwrap(a.toTensor(), written, &v);
+      graph_args.push_back(v ? Argument(v) : Argument::none());
+    } else if (a.isTensorList()) {
+      ValueList values;
+      std::vector<at::Tensor> inner;
+      for (const at::Tensor& t : a.toTensorList()) {
+        Value* v = nullptr;
+        inner.push_back(unwrap(t, written, &v));
+        values.values.push_back(v);
+      }
+      a = std::move(inner);
+      graph_args.emplace_back(std::move(values));
+    } else if (a.isList() && is_tensor_list_type(arg)) {
+      ValueList values;
+      c10::List<std::optional<at::Tensor>> inner;
+      for (const c10::IValue& e : a.toListRef()) {
+        if (e.isTensor()) {
+          Value* v = nullptr;
+          inner.push_back(unwrap(e.toTensor(), written, &v));
+          values.values.push_back(v);
+        } else {
+          inner.push_back(std::nullopt);
+          values.values.push_back(nullptr);
+        }
+      }
+      a = std::move(inner);
+      graph_args.emplace_back(std::move(values));
+    } else {
+      graph_args.emplace_back(a);
+      if (is_device_type(arg)) {
+        if (a.isDevice()) {
+          call.device = a.toDevice();
+          call.device_known = true;
+        }
+        if (fake) device_args.push_back(first + i);
+      }
+    }
+  }
+
+  // Run the op on the inner tensors. Fake mode: on meta tensors; if there is no Meta kernel
+  // (or the composite kernel ends in an op without one), on zero-filled CPU stand-ins.
+  std::vector<c10::IValue> saved_args;
+  std::string meta_error;
+  if (!call.cpu_fallback) {
+    if (fake && st->options.allow_cpu_fallback)
+      saved_args.assign(stack->begin() + static_cast<std::ptrdiff_t>(first), stack->end());
+    for (std::size_t pos : device_args) (*stack)[pos] = c10::Device(c10::kMeta);
+    try {
+      op.callBoxed(stack);
+    } catch (const std::exception& e) {
+      meta_error = error_text(e);
+      if (saved_args.empty() || !op.hasKernelForDispatchKey(c10::DispatchKey::CPU) &&
+                                    !op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) &&
+                                    !op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional))
+        fail(qualified_name(op), std::string(fake ? "failed on fake (meta) tensors: " : "failed on real tensors: ") +
+                                     meta_error);
+      call.cpu_fallback = true;
+      stack->resize(first);
+      stack->insert(stack->end(), saved_args.begin(), saved_args.end());
+    }
+  }
+  if (call.cpu_fallback) {
+    // One zero-filled CPU storage per meta storage, so aliasing between arguments is kept.
+    std::unordered_map<const c10::StorageImpl*, at::Tensor> bases;
+    for (const at::Tensor& in : call.inner_inputs) {
+      auto& base = bases[in.storage().unsafeGetStorageImpl()];
+      if (!base.defined())
+        base = at::zeros({static_cast<int64_t>(in.storage().nbytes())}, at::TensorOptions().dtype(at::kByte));
+      call.real_inputs.push_back(at::empty({0}, in.options().device(c10::kCPU))
+                                     .set_(base.storage(), in.storage_offset(), in.sizes(), in.strides()));
+    }
+    auto to_real = [&](const at::Tensor& t) -> at::Tensor {
+      if (!t.defined()) return t;
+      for (std::size_t k = 0; k < call.inner_inputs.size(); ++k)
+        if (call.inner_inputs[k].unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) return call.real_inputs[k];
+      return t;
+    };
+    for (std::size_t i = first; i < stack->size(); ++i) {
+      auto& a = (*stack)[i];
+      if (a.isTensor()) {
+        a = to_real(a.toTensor());
+      } else if (a.isTensorList()) {
+        std::vector<at::Tensor> v;
+        for (const at::Tensor& t : a.toTensorList()) v.push_back(to_real(t));
+        a = std::move(v);
+      } else if (a.isList() && is_tensor_list_type(schema.arguments()[i - first])) {
+        c10::List<std::optional<at::Tensor>> v;
+        for (const c10::IValue& e : a.toListRef())
+          v.push_back(e.isTensor() ? std::optional<at::Tensor>(to_real(e.toTensor())) : std::nullopt);
+        a = std::move(v);
+      }
+    }
+    try {
+      op.callBoxed(stack);
+    } catch (const std::exception& e) {
+      fail(qualified_name(op), "failed on fake tensors" + (meta_error.empty() ? std::string(" (no Meta kernel)") : ": " + meta_error) +
+                                   "; its CPU kernel on zero-filled stand-ins failed too: " + error_text(e));
+    }
+  }
+  const std::size_t nret = schema.returns().size();
+  const std::size_t ret_first = stack->size() - nret;
+
+  if (call.cpu_fallback) {
+    // Back to meta, keeping aliasing with the inputs (Python's run_fallback_kernel does the same).
+    auto to_meta = [&](const at::Tensor& r) -> at::Tensor {
+      if (!r.defined()) return r;
+      for (std::size_t k = 0; k < call.real_inputs.size(); ++k)
+        if (call.real_inputs[k].unsafeGetTensorImpl() == r.unsafeGetTensorImpl()) return call.inner_inputs[k];
+      for (std::size_t k = 0; k < call.real_inputs.size(); ++k)
+        if (call.real_inputs[k].storage().is_alias_of(r.storage()))
+          return at::empty({0}, r.options().device(c10::kMeta))
+              .set_(call.inner_inputs[k].storage(), r.storage_offset(), r.sizes(), r.strides());
+      return at::empty_strided(r.sizes(), r.strides(), r.options().device(c10::kMeta));
+    };
+    for (std::size_t i = ret_first; i < stack->size(); ++i) {
+      auto& r = (*stack)[i];
+      if (r.isTensor()) {
+        r = to_meta(r.toTensor());
+      } else if (r.isTensorList()) {
+        std::vector<at::Tensor> v;
+        for (const at::Tensor& t : r.toTensorList()) v.push_back(to_meta(t));
+        r = std::move(v);
+      }
+    }
+  }
+
+  // Metadata of written arguments may have changed (t_, as_strided_, resize_...).
+  for (std::size_t k = 0; k < call.outer_inputs.size(); ++k)
+    if (call.outer_written[k] && call.outer_inputs[k].defined()) as_traced(call.outer_inputs[k])->refresh();
+
+  // Record the node.
+  const c10::Device device = call.device;
+  std::vector<OutputSpec> specs;
+  auto spec_for = [&](const at::Tensor& t) {
+    OutputSpec spec;
+    if (t.defined()) spec.meta = meta_of(t, device);
+    spec.type = ValueType::Tensor;
+    return spec;
+  };
+  for (std::size_t i = ret_first; i < stack->size(); ++i) {
+    const auto& r = (*stack)[i];
+    if (r.isTensor()) {
+      specs.push_back(spec_for(r.toTensor()));
+    } else if (r.isTensorList()) {
+      for (const at::Tensor& t : r.toTensorList()) specs.push_back(spec_for(t));
+    } else {
+      specs.emplace_back();  // a number: type from the schema
+    }
+  }
+  Node* node = nullptr;
+  try {
+    node = st->graph.add_call(op, std::move(graph_args), std::move(specs));
+  } catch (const std::exception& e) {
+    fail(qualified_name(op), "cannot be recorded: " + error_text(e));
+  }
+  if (torch::autograd::get_current_node() != nullptr) {
+    node->attrs()["phase"] = "backward";
+    st->has_backward = true;
+  }
+
+  // Wrap the outputs; in-place and out= results hand back the outer tensor they wrote.
+  std::shared_ptr<TraceState> state_ref = owner;
+  std::size_t out_index = 0;
+  auto wrap_one = [&](const at::Tensor& t) -> at::Tensor {
+    Value* v = node->output(out_index++);
+    if (!t.defined()) return t;
+    for (std::size_t k = 0; k < call.inner_inputs.size(); ++k) {
+      if (call.outer_inputs[k].defined() && call.inner_inputs[k].unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) {
+        as_traced(call.outer_inputs[k])->set_value(v);
+        return call.outer_inputs[k];
+      }
+    }
+    if (!state_ref) state_ref = tls_current_owner;  // came through the mode only
+    return wrap(t, state_ref, v, device);
+  };
+  for (std::size_t i = ret_first; i < stack->size(); ++i) {
+    auto& r = (*stack)[i];
+    if (r.isTensor()) {
+      r = wrap_one(r.toTensor());
+    } else if (r.isTensorList()) {
+      std::vector<at::Tensor> v;
+      for (const at::Tensor& t : r.toTensorList()) v.push_back(wrap_one(t));
+      r = std::move(v);
+    } else {
+      ++out_index;
+    }
+  }
+}
+
+TORCH_LIBRARY_IMPL(_, Fake, m) { m.fallback(torch::CppFunction::makeFromBoxedFunction<&trace_fallback>()); }
+
+// ---------------------------------------------------------------------------------------------
+// Driving a trace.
+
+class ModeScope {
+ public:
+  ModeScope(const std::shared_ptr<TraceState>& st)
+      : prev_(tls_current_trace), prev_owner_(tls_current_owner), include_(kTraceKey) {
+    tls_current_trace = st.get();
+    tls_current_owner = st;
+  }
+  ~ModeScope() {
+    tls_current_trace = prev_;
+    tls_current_owner = prev_owner_;
+  }
+  ModeScope(const ModeScope&) = delete;
+  ModeScope& operator=(const ModeScope&) = delete;
+
+ private:
+  TraceState* prev_;
+  std::shared_ptr<TraceState> prev_owner_;
+  c10::impl::IncludeDispatchKeyGuard include_;
+};
+
+struct Tracer {
+  std::shared_ptr<TraceState> st;
+  std::vector<at::Tensor> traced_inputs;      // what fn sees (functional wrappers when functionalizing)
+  std::vector<TracingTensorImpl*> input_impls;  // the tracing tensors of the inputs, as created
+  std::unordered_map<const c10::StorageImpl*, at::Tensor> storages;  // example storage -> base
+
+  explicit Tracer(TraceOptions options) : st(std::make_shared<TraceState>(std::move(options))) {}
+
+  // A graph input from an example tensor (fake: a view of one fake storage per real storage).
+  at::Tensor add_input(const std::string& name, const at::Tensor& x) {
+    c10::impl::ExcludeDispatchKeyGuard guard{below_trace_keys()};
+    TORCH_CHECK(x.defined(), "aotpipe::trace: example input '", name, "' is undefined");
+    TORCH_CHECK(!as_traced(x) && !fimpl::isFunctionalTensor(x), "aotpipe::trace: example input '", name,
+                "' is a tracing tensor (nested traces take real example inputs)");
+    at::Tensor inner;
+    const auto nbytes = static_cast<int64_t>(x.storage().nbytes());
+    auto& base = storages[x.storage().unsafeGetStorageImpl()];
+    if (st->fake()) {
+      if (!base.defined()) base = at::empty({nbytes}, at::TensorOptions().dtype(at::kByte).device(c10::kMeta));
+    } else if (!base.defined()) {
+      // A private copy: the trace must not modify the caller's tensors.
+      at::Tensor bytes = at::empty({0}, x.options().dtype(at::kByte)).set_(x.storage(), 0, {nbytes}, {1});
+      base = bytes.clone();
+    }
+    inner = at::empty({0}, x.options().device(base.device()).requires_grad(false))
+                .set_(base.storage(), x.storage_offset(), x.sizes(), x.strides());
+    TensorMeta meta = meta_of(x, x.device());
+    meta.requires_grad = x.requires_grad();
+    Value* v = st->graph.add_input(name, meta);
+    at::Tensor w = wrap(inner, st, v, x.device());
+    input_impls.push_back(as_traced(w));
+    if (st->options.functionalize) w = fimpl::to_functional_tensor(w);
+    if (x.requires_grad()) w.requires_grad_(true);
+    traced_inputs.push_back(w);
+    return w;
+  }
+
+  // A fresh graph input of the given metadata (tangents).
+  at::Tensor add_input(const std::string& name, const TensorMeta& meta) {
+    at::Tensor example;
+    {
+      c10::impl::ExcludeDispatchKeyGuard guard{below_trace_keys()};
+      example = at::empty_strided(meta.sizes, meta.strides, at::TensorOptions().dtype(meta.dtype).device(c10::kMeta));
+    }
+    // Reuse the example path with a meta example (fake storage) but the logical device.
+    c10::impl::ExcludeDispatchKeyGuard guard{below_trace_keys()};
+    at::Tensor inner = st->fake() ? example
+                                  : at::empty_strided(meta.sizes, meta.strides,
+                                                      at::TensorOptions().dtype(meta.dtype).device(meta.device));
+    Value* v = st->graph.add_input(name, meta);
+    at::Tensor w = wrap(inner, st, v, meta.device);
+    if (st->options.functionalize) w = fimpl::to_functional_tensor(w);
+    return w;
+  }
+
+  template <class F>
+  TensorList run(F&& body) {
+    ModeScope mode(st);
+    std::optional<c10::impl::IncludeDispatchKeyGuard> functionalize;
+    std::optional<fimpl::FunctionalizationReapplyViewsGuard> reapply;
+    if (st->options.functionalize) {
+      functionalize.emplace(c10::DispatchKey::Functionalize);
+      reapply.emplace(true);
+    }
+    return body();
+  }
+
+  // Graph value of an output tensor.
+  Value* value_of_output(const at::Tensor& out, std::size_t index) {
+    TORCH_CHECK(out.defined(), "aotpipe::trace: output ", index, " is undefined");
+    if (auto* tt = traced_of(out)) {
+      TORCH_CHECK(tt->state() == st, "aotpipe::trace: output ", index, " is a tensor of another trace");
+      return tt->value();
+    }
+    // A real tensor the function returned as is (a closed-over constant).
+    std::lock_guard lock(st->mutex);
+    return constant_value(*st, out);
+  }
+
+  TraceResult finish(const TensorList& user_outputs, std::size_t num_tangents, std::size_t num_grads) {
+    TraceResult result;
+    std::vector<Value*> outputs;
+    for (std::size_t i = 0; i < user_outputs.size(); ++i) outputs.push_back(value_of_output(user_outputs[i], i));
+
+    // Output aliasing: storages of the tracing tensors (functional wrappers when functionalizing).
+    auto storage_of = [&](const at::Tensor& t) -> const c10::StorageImpl* {
+      if (!t.defined()) return nullptr;
+      if (fimpl::isFunctionalTensor(t)) return fimpl::unsafeGetFunctionalWrapper(t)->storage().unsafeGetStorageImpl();
+      return t.storage().unsafeGetStorageImpl();
+    };
+    const std::size_t num_primals = traced_inputs.size();
+    for (std::size_t i = 0; i < user_outputs.size(); ++i) {
+      TracedOutputInfo info;
+      const auto* s = storage_of(user_outputs[i]);
+      for (std::size_t k = 0; k < num_primals && s; ++k) {
+        if (user_outputs[i].unsafeGetTensorImpl() == traced_inputs[k].unsafeGetTensorImpl()) info.is_input = true;
+        if (storage_of(traced_inputs[k]) == s) {
+          info.aliased_input = k;
+          break;
+        }
+      }
+      for (std::size_t k = 0; k < i && s && !info.aliased_input; ++k)
+        if (storage_of(user_outputs[k]) == s) {
+          info.aliased_output = k;
+          break;
+        }
+      result.outputs.push_back(info);
+    }
+
+    // Input mutations (functionalization): the final value becomes an extra output.
+    result.inputs.resize(num_primals);
+    if (st->options.functionalize) {
+      for (std::size_t k = 0; k < num_primals; ++k) {
+        const at::Tensor& t = traced_inputs[k];
+        fimpl::sync(t);
+        auto* w = fimpl::unsafeGetFunctionalWrapper(t);
+        auto& info = result.inputs[k];
+        info.mutates_data = w->has_data_mutation();
+        info.mutates_metadata = w->has_metadata_mutation();
+        info.mutates_storage = w->was_storage_changed();
+        if (info.mutates_data || info.mutates_metadata || info.mutates_storage) {
+          info.mutated_output_index = outputs.size();
+          outputs.push_back(as_traced(fimpl::from_functional_tensor(t))->value());
+        }
+      }
+    }
+    Graph& g = st->graph;
+    g.set_outputs(outputs);
+    if (st->options.eliminate_dead_code) eliminate_dead_code(g);
+    if (st->has_backward || st->joint)
+      for (Node* n : g.nodes())
+        if (!n->attrs().count("phase")) n->attrs()["phase"] = "forward";
+    result.num_user_outputs = user_outputs.size() - num_grads;
+    result.has_backward = st->has_backward;
+    result.num_tangents = num_tangents;
+    result.num_grad_outputs = num_grads;
+    result.graph = std::move(g);
+    st->finished = true;
+    return result;
+  }
+};
+
+std::string input_name(const TraceOptions& options, std::size_t i, const char* prefix, std::size_t base) {
+  if (i < options.input_names.size()) return options.input_names[i];
+  return std::string(prefix) + std::to_string(i + base);
+}
+
+template <class F>
+auto translate_errors(F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const TraceError&) {
+    throw;
+  } catch (const std::exception& e) {
+    std::string msg = error_text(e);
+    // c10 appends the C++ location on a new line; the first line names the op.
+    throw TraceError("aotpipe trace: " + msg);
+  }
+}
+
+}  // namespace
+
+bool is_tracing_tensor(const at::Tensor& tensor) {
+  return as_traced(tensor) != nullptr || (tensor.defined() && fimpl::isFunctionalTensor(tensor) &&
+                                          as_traced(fimpl::from_functional_tensor(tensor)) != nullptr);
+}
+
+TraceResult trace_program(const TraceFunction& fn, const TensorList& example_inputs, TraceOptions options) {
+  return translate_errors([&] {
+    Tracer tracer(std::move(options));
+    for (std::size_t i = 0; i < example_inputs.size(); ++i)
+      tracer.add_input(input_name(tracer.st->options, i, "arg", 0), example_inputs[i]);
+    TensorList outs = tracer.run([&] { return fn(tracer.traced_inputs); });
+    return tracer.finish(outs, 0, 0);
+  });
+}
+
+Graph trace(const TraceFunction& fn, const TensorList& example_inputs, TraceOptions options) {
+  return trace_program(fn, example_inputs, std::move(options)).graph;
+}
+
+TraceResult trace_joint(const TraceFunction& fn, const TensorList& example_inputs, TraceOptions options) {
+  return translate_errors([&] {
+    Tracer tracer(std::move(options));
+    tracer.st->joint = true;
+    for (std::size_t i = 0; i < example_inputs.size(); ++i)
+      tracer.add_input(input_name(tracer.st->options, i, "primals_", 1), example_inputs[i]);
+    std::size_t num_tangents = 0;
+    std::size_t num_grads = 0;
+    TensorList outs = tracer.run([&] {
+      const TensorList primals = tracer.traced_inputs;
+      TensorList fw_outs = fn(primals);
+      std::vector<at::Tensor> diff_outs;
+      std::vector<at::Tensor> tangents;
+      for (const auto& o : fw_outs) {
+        if (!o.defined() || !o.requires_grad()) continue;
+        TensorMeta meta;
+        meta.sizes = o.sizes().vec();
+        meta.strides = contiguous_strides(meta.sizes);
+        meta.dtype = o.scalar_type();
+        if (auto* tt = traced_of(o)) meta.device = tt->logical_device();
+        const std::size_t k = tangents.size();
+        std::string name = k + example_inputs.size() < tracer.st->options.input_names.size()
+                               ? tracer.st->options.input_names[k + example_inputs.size()]
+                               : "tangents_" + std::to_string(k + 1);
+        tangents.push_back(tracer.add_input(name, meta));
+        diff_outs.push_back(o);
+      }
+      num_tangents = tangents.size();
+      std::vector<at::Tensor> wrt;
+      for (const auto& p : primals)
+        if (p.requires_grad()) wrt.push_back(p);
+      TensorList result = fw_outs;
+      if (!wrt.empty()) {
+        std::vector<at::Tensor> grads;
+        if (!diff_outs.empty())
+          grads = torch::autograd::grad(diff_outs, wrt, tangents, /*retain_graph=*/false, /*create_graph=*/false,
+                                        /*allow_unused=*/true);
+        else
+          grads.resize(wrt.size());
+        for (std::size_t i = 0; i < wrt.size(); ++i)
+          result.push_back(grads[i].defined() ? grads[i] : at::zeros_like(wrt[i]));
+        num_grads = wrt.size();
+      }
+      return result;
+    });
+    return tracer.finish(outs, num_tangents, num_grads);
+  });
+}
+
+}  // namespace aotpipe

@@ -1,0 +1,104 @@
+#pragma once
+// The tracer: captures the ATen ops a C++ callable runs into a Graph, like PyTorch's make_fx
+// under FakeTensorMode (+ FunctionalTensorMode when functionalizing). See docs/tracer.md.
+//
+// The callable runs once on "tracing tensors" (a TensorImpl subclass wrapping a meta tensor in
+// fake mode, a real tensor in real mode); a boxed fallback on the dispatcher's `Fake` key
+// records every op that reaches it. Autograd runs above that key, so a callable that calls
+// torch::autograd::grad records its backward too (a joint graph); CompositeImplicitAutograd
+// ops decompose before being recorded (`linear` -> `t` + `addmm`), as in make_fx.
+#include <aotpipe/graph/graph.h>
+
+#include <ATen/core/Tensor.h>
+#include <ATen/core/ivalue.h>
+
+#include <cstddef>
+#include <functional>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace aotpipe {
+
+using TensorList = std::vector<at::Tensor>;
+using TraceFunction = std::function<TensorList(const TensorList&)>;
+
+enum class TraceMode {
+  Fake,  // shapes only: inner tensors are meta tensors; no data is computed
+  Real,  // inner tensors are real: ops run for real (data-dependent code is allowed)
+};
+
+// A function traced in place of an op: receives the op's arguments in schema order (tracing
+// tensors, scalars, lists) and returns its results in schema order. It runs below autograd,
+// so the ops it calls are recorded as they are (they are not functionalized again: call
+// functional ops). It must not call the op it replaces.
+using Decomposition = std::function<std::vector<c10::IValue>(const std::vector<c10::IValue>& args)>;
+
+struct TraceOptions {
+  TraceMode mode = TraceMode::Fake;
+  // Functionalize (like FunctionalTensorMode): the graph has no in-place or out= op; inputs
+  // mutated by the callable get their final value appended to the graph outputs.
+  bool functionalize = false;
+  // Qualified overload name ("aten::gelu", "aten::add.Tensor") -> traced replacement.
+  std::map<std::string, Decomposition> decompositions;
+  // Fake mode: an op with no Meta kernel in C++ (aten::relu, native_batch_norm...) runs its CPU
+  // kernel on zero-filled tensors of the same layout to learn output metadata (what Python's
+  // FakeTensorMode.run_fallback_kernel does). false: such an op is a TraceError.
+  bool allow_cpu_fallback = true;
+  // Remove nodes whose values are unused (functionalization leaves dead views behind).
+  bool eliminate_dead_code = true;
+  // Graph input names; empty: arg0, arg1, ... (trace_joint: primals_1..., tangents_1...).
+  std::vector<std::string> input_names;
+  std::string graph_name = "traced";
+};
+
+// Any failure while tracing: the message names the op (e.g. "aten::nonzero: ...").
+class TraceError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// What the trace learned about inputs and outputs beyond the graph itself.
+struct TracedInputInfo {
+  bool mutates_data = false;      // functionalize only: the callable wrote the input's data
+  bool mutates_metadata = false;  // functionalize only: sizes/strides/offset changed (t_, as_strided_)
+  bool mutates_storage = false;   // functionalize only: set_ swapped its storage
+  // Index in Graph::outputs() of the input's final value (functionalize, mutated inputs only).
+  std::optional<std::size_t> mutated_output_index;
+};
+
+struct TracedOutputInfo {
+  bool is_input = false;                     // the output is an input tensor itself
+  std::optional<std::size_t> aliased_input;  // the output shares storage with this input
+  std::optional<std::size_t> aliased_output; // ...or with this earlier output
+};
+
+struct TraceResult {
+  Graph graph{"traced"};
+  std::size_t num_user_outputs = 0;  // the callable's outputs come first in graph.outputs()
+  std::vector<TracedInputInfo> inputs;
+  std::vector<TracedOutputInfo> outputs;  // one per user output
+  bool has_backward = false;              // some node ran inside the autograd engine
+  std::size_t num_tangents = 0;           // trace_joint: trailing graph inputs that are tangents
+  std::size_t num_grad_outputs = 0;       // trace_joint: outputs that are gradients
+};
+
+// Traces `fn` on tracing tensors made from `example_inputs` (sizes, strides, offset, dtype,
+// device, requires_grad and aliasing between inputs kept; real inputs are never modified).
+// Closed-over tensors become graph constants (Graph::add_constant); factory ops are captured.
+// In a graph with a backward part every node has attrs()["phase"] = "forward" | "backward".
+TraceResult trace_program(const TraceFunction& fn, const TensorList& example_inputs, TraceOptions options = {});
+Graph trace(const TraceFunction& fn, const TensorList& example_inputs, TraceOptions options = {});
+
+// The joint forward+backward graph of `fn` (AOTAutograd's create_joint): inputs are the
+// primals (example_inputs) then one tangent per output that requires grad (contiguous, same
+// sizes and dtype); outputs are fn's outputs, then the gradient of each input that requires
+// grad (zeros when unused), then (functionalize) the final values of mutated inputs.
+TraceResult trace_joint(const TraceFunction& fn, const TensorList& example_inputs, TraceOptions options = {});
+
+// True when `tensor` is a tracing tensor of a trace in progress (for code that wants to know).
+bool is_tracing_tensor(const at::Tensor& tensor);
+
+}  // namespace aotpipe
