@@ -37,6 +37,10 @@ std::string Node::qualified_name() const {
   return name.overload_name.empty() ? name.name : name.name + "." + name.overload_name;
 }
 
+std::string Node::label() const {
+  return fmt::format("{} = {}", outputs_raw_.empty() ? "<no result>" : "%" + output()->name(), qualified_name());
+}
+
 std::vector<Value*> Node::inputs() const {
   std::vector<Value*> result;
   for (const Argument& arg : args_) arg.for_each_value([&](Value* v) { result.push_back(v); });

@@ -131,6 +131,8 @@ class Node {
   const c10::FunctionSchema& schema() const;
   // "aten::mul.Tensor"; "aten::mm" for an overload with an empty name.
   std::string qualified_name() const;
+  // "%mul = aten::mul.Tensor" (first defined value and op), how errors name a node.
+  std::string label() const;
   // Constant nodes: the key into Graph::tensor_constants().
   const std::string& constant_name() const { return constant_name_; }
 

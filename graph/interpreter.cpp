@@ -49,9 +49,6 @@ bool is_optional_tensor_list(const c10::TypePtr& type) {
   return t->expectRef<c10::ListType>().getElementType()->kind() == c10::TypeKind::OptionalType;
 }
 
-std::string node_label(const Node& node) {
-  return fmt::format("{} = {}", node.num_outputs() ? "%" + node.output()->name() : "<no result>", node.qualified_name());
-}
 }  // namespace
 
 Interpreter::Interpreter(const Graph& graph, InterpreterOptions options) {
@@ -83,7 +80,7 @@ Interpreter::Interpreter(const Graph& graph, InterpreterOptions options) {
       program->constants.emplace_back(assign(node.output()), it->second);
       continue;
     }
-    Instruction instr{node.op(), {}, {}, false, node_label(node)};
+    Instruction instr{node.op(), {}, {}, false, node.label()};
     std::size_t k = 0;
     auto read = [&](const Value* v) {
       auto it = slot_of.find(v);

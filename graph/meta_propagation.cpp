@@ -12,13 +12,10 @@ at::Tensor make_meta_tensor(const TensorMeta& meta) {
 }
 
 namespace {
-std::string node_label(const Node& node) {
-  return fmt::format("node {} = {}", node.num_outputs() ? "%" + node.output()->name() : "<no result>", node.qualified_name());
-}
 
 at::Tensor meta_tensor_of(const Node& node, const Value* v) {
   if (!v->meta())
-    throw GraphError(fmt::format("graph '{}': {} reads %{}, which has no TensorMeta", node.graph()->name(), node_label(node), v->name()));
+    throw GraphError(fmt::format("graph '{}': {} reads %{}, which has no TensorMeta", node.graph()->name(), "node " + node.label(), v->name()));
   return make_meta_tensor(*v->meta());
 }
 }  // namespace
@@ -56,7 +53,7 @@ void infer_node_meta(Node& node) {
   try {
     node.op().callBoxed(stack);
   } catch (const std::exception& e) {
-    throw GraphError(fmt::format("graph '{}': shape propagation of {} failed: {}", node.graph()->name(), node_label(node), e.what()));
+    throw GraphError(fmt::format("graph '{}': shape propagation of {} failed: {}", node.graph()->name(), "node " + node.label(), e.what()));
   }
   std::vector<c10::IValue> results;
   if (stack.size() == 1 && stack[0].isTensorList()) {
@@ -66,7 +63,7 @@ void infer_node_meta(Node& node) {
   }
   if (results.size() != node.num_outputs())
     throw GraphError(fmt::format("graph '{}': {} produced {} results on meta tensors, the node defines {}", node.graph()->name(),
-                                 node_label(node), results.size(), node.num_outputs()));
+                                 "node " + node.label(), results.size(), node.num_outputs()));
   for (std::size_t k = 0; k < results.size(); ++k) {
     if (!results[k].isTensor()) continue;
     TensorMeta meta = TensorMeta::of(results[k].toTensor());

@@ -103,10 +103,7 @@ class Verifier {
       report(VerifyErrorKind::MissingTensorMeta, "tensor value %{} has no TensorMeta", v.name());
   }
 
-  std::string node_label(const Node& node) {
-    std::string outs = node.num_outputs() ? "%" + node.output()->name() : "<no result>";
-    return fmt::format("node {} = {}", outs, node.qualified_name());
-  }
+  static std::string node_label(const Node& node) { return "node " + node.label(); }
 
   void check_read(const Node& node, const Value* v) {
     if (v->graph() != &graph_) {
