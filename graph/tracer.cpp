@@ -390,9 +390,9 @@ void trace_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*ks*/, t
       op.callBoxed(stack);
     } catch (const std::exception& e) {
       meta_error = error_text(e);
-      if (saved_args.empty() || !op.hasKernelForDispatchKey(c10::DispatchKey::CPU) &&
-                                    !op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) &&
-                                    !op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional))
+      if (saved_args.empty() || (!op.hasKernelForDispatchKey(c10::DispatchKey::CPU) &&
+                                     !op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) &&
+                                     !op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional)))
         fail(qualified_name(op), std::string(fake ? "failed on fake (meta) tensors: " : "failed on real tensors: ") +
                                      meta_error);
       call.cpu_fallback = true;

@@ -84,6 +84,8 @@ class Verifier {
   Verifier(const Graph& graph, const VerifyOptions& options) : graph_(graph), options_(options) {}
 
   std::vector<VerifyIssue> run() {
+    uses_ = graph_.compute_uses();
+    for (Value* out : graph_.outputs()) uses_[out];
     for (Value* in : graph_.inputs()) define(*in);
     for (std::size_t i = 0; i < graph_.num_nodes(); ++i) check_node(*graph_.nodes()[i]);
     check_outputs();
@@ -99,7 +101,10 @@ class Verifier {
 
   void define(const Value& v) {
     defined_.insert(&v);
-    if (options_.require_tensor_meta && v.is_tensor() && !v.meta())
+    // A node's unread result may be an undefined tensor (e.g. a gradient nobody asked for):
+    // it needs no metadata. Inputs and read values do.
+    bool needs_meta = v.is_input() || uses_.count(&v);
+    if (options_.require_tensor_meta && needs_meta && v.is_tensor() && !v.meta())
       report(VerifyErrorKind::MissingTensorMeta, "tensor value %{} has no TensorMeta", v.name());
   }
 
@@ -176,12 +181,10 @@ class Verifier {
   }
 
   void check_dead_code() {
-    auto uses = graph_.compute_uses();
-    std::unordered_set<const Value*> outputs(graph_.outputs().begin(), graph_.outputs().end());
     for (const Node* node : graph_.nodes()) {
       if (node->has_side_effects() || node->num_outputs() == 0) continue;
       bool used = false;
-      for (Value* v : node->outputs()) used = used || uses.count(v) || outputs.count(v);
+      for (Value* v : node->outputs()) used = used || uses_.count(v);
       if (!used) report(VerifyErrorKind::UnusedValue, "{}: no value it defines is used (dead code)", node_label(*node));
     }
   }
@@ -189,6 +192,7 @@ class Verifier {
   const Graph& graph_;
   const VerifyOptions& options_;
   std::unordered_set<const Value*> defined_;
+  std::map<const Value*, std::vector<Node*>> uses_;  // graph outputs included, as readers-less entries
   std::vector<VerifyIssue> issues_;
 };
 }  // namespace

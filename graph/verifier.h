@@ -16,7 +16,7 @@ enum class VerifyErrorKind {
   ArgumentType,          // an argument does not fit its schema type
   OutputCount,           // a call defines a different number of values than the schema returns
   OutputType,            // a defined value's type differs from the schema's return type
-  MissingTensorMeta,     // a tensor value without TensorMeta (when required)
+  MissingTensorMeta,     // a tensor input or read tensor value without TensorMeta (when required)
   DanglingOutput,        // a graph output that no input or node of this graph defines
   UnusedValue,           // a side-effect-free node none of whose values is used (when required)
   UnboundConstant,       // a constant node whose key has no tensor bound (when required)

@@ -35,16 +35,16 @@ void BM_TraceFake(benchmark::State& state) {
     benchmark::DoNotOptimize(nodes);
   }
   state.counters["nodes"] = static_cast<double>(nodes);
-  state.counters["per_op_us"] = benchmark::Counter(static_cast<double>(state.iterations()) * kOps / 1e6,
-                                                   benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.counters["per_op_us"] = benchmark::Counter(kOps,
+                                                   benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
 }
 BENCHMARK(BM_TraceFake)->Arg(0)->Arg(1)->ArgName("functionalize")->Unit(benchmark::kMillisecond);
 
 void BM_MetaEagerNoRecording(benchmark::State& state) {
   aotpipe::TensorList in{at::empty({64, 64}, at::kMeta), at::empty({64, 64}, at::kMeta)};
   for (auto _ : state) benchmark::DoNotOptimize(program(in));
-  state.counters["per_op_us"] = benchmark::Counter(static_cast<double>(state.iterations()) * kOps / 1e6,
-                                                   benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.counters["per_op_us"] = benchmark::Counter(kOps,
+                                                   benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
 }
 BENCHMARK(BM_MetaEagerNoRecording)->Unit(benchmark::kMillisecond);
 
@@ -53,8 +53,8 @@ void BM_TraceReal(benchmark::State& state) {
   aotpipe::TraceOptions options;
   options.mode = aotpipe::TraceMode::Real;
   for (auto _ : state) benchmark::DoNotOptimize(aotpipe::trace(program, in, options).num_nodes());
-  state.counters["per_op_us"] = benchmark::Counter(static_cast<double>(state.iterations()) * kOps / 1e6,
-                                                   benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.counters["per_op_us"] = benchmark::Counter(kOps,
+                                                   benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
 }
 BENCHMARK(BM_TraceReal)->Unit(benchmark::kMillisecond);
 

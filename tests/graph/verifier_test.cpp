@@ -115,6 +115,15 @@ TEST(Verifier, MissingTensorMeta) {
   g.set_outputs({x});
   expect_single_issue(g, VerifyErrorKind::MissingTensorMeta, "graph 'meta': tensor value %x has no TensorMeta");
   EXPECT_TRUE(verify_issues(g, {.require_tensor_meta = false}).empty());
+
+  // An unread result may be an undefined tensor (a gradient nobody asked for): no meta needed.
+  Graph h("unread");
+  Value* y = h.add_input("y", f32({2, 3}));
+  Node* mm = h.add_call("aten::aminmax", {y}, {{"mn", f32({})}, {"mx", std::nullopt}});
+  h.set_outputs({mm->output(0)});
+  EXPECT_TRUE(verify_issues(h).empty());
+  h.set_outputs({mm->output(0), mm->output(1)});
+  expect_single_issue(h, VerifyErrorKind::MissingTensorMeta, "graph 'unread': tensor value %mx has no TensorMeta");
 }
 
 TEST(Verifier, UnusedValueIsDeadCodeUnlessAllowed) {
