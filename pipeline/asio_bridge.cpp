@@ -34,9 +34,11 @@ Task<void> sleep_for(Scheduler& scheduler, std::chrono::steady_clock::duration d
   auto timer = StrandTimer::create(scheduler.io_context(), delay);
   std::stop_callback cancel_on_stop(stop, [timer] { timer->cancel(); });
   UseTask resume_here = use_task(scheduler);
+  // A named local, not a temporary of the co_await expression: GCC 12 destroys such
+  // temporaries twice when the awaited operation throws (here: a cancelled wait).
+  auto start_wait = [timer](auto handler) { timer->async_wait(std::move(handler)); };
   try {
-    co_await boost::asio::async_initiate<UseTask, void(boost::system::error_code)>(
-        [timer](auto handler) { timer->async_wait(std::move(handler)); }, resume_here);
+    co_await boost::asio::async_initiate<UseTask, void(boost::system::error_code)>(start_wait, resume_here);
   } catch (const boost::system::system_error& error) {
     if (error.code() != boost::asio::error::operation_aborted) throw;
   }

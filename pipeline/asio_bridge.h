@@ -97,13 +97,21 @@ class [[nodiscard]] AsioOperation {
 
   void await_suspend(std::coroutine_handle<> awaiting) {
     continuation_ = awaiting;
-    // Nothing may touch `this` after the initiation: the completion can resume the coroutine
-    // on another thread at once.
-    std::apply([this](auto&&... args) { std::move(initiation_)(CompletionHandler{this}, std::move(args)...); },
-               std::move(init_args_));
+    // Moved out, so that once the operation is started this object owns nothing (see
+    // await_resume). Nothing may touch `this` after the initiation: the completion can resume
+    // the coroutine on another thread at once.
+    Initiation initiation = std::move(initiation_);
+    std::apply([this, &initiation](auto&&... args) { std::move(initiation)(CompletionHandler{this}, std::move(args)...); },
+               InitArgs(std::move(init_args_)));
   }
 
-  auto await_resume() { return AsioResults<Args...>::unpack(std::move(*results_)); }
+  auto await_resume() {
+    // Taken out before unpack() may throw: GCC 12 can destroy a co_await's awaiter twice when
+    // await_resume throws, and this object must then own nothing (see docs/pipeline.md).
+    typename AsioResults<Args...>::Stored values = std::move(*results_);
+    results_.reset();
+    return AsioResults<Args...>::unpack(std::move(values));
+  }
 
  private:
   struct CompletionHandler {

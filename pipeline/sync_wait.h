@@ -1,5 +1,6 @@
 #pragma once
 // sync_wait: the bridge from ordinary blocking code into the coroutine world.
+#include <aotpipe/pipeline/coroutine_owner.h>
 #include <aotpipe/pipeline/scheduler.h>
 #include <aotpipe/pipeline/task.h>
 
@@ -9,46 +10,20 @@
 namespace aotpipe {
 namespace detail {
 
-// A coroutine that awaits a task and then releases a semaphore; the semaphore is released in
-// final_suspend, once the frame is suspended, so the waiting thread may destroy it at once.
-class SyncWaiter {
- public:
-  struct promise_type {
-    std::binary_semaphore* done = nullptr;
-    SyncWaiter get_return_object() noexcept {
-      return SyncWaiter{std::coroutine_handle<promise_type>::from_promise(*this)};
-    }
-    std::suspend_always initial_suspend() noexcept { return {}; }
-    auto final_suspend() noexcept {
-      struct ReleaseWaiter {
-        bool await_ready() noexcept { return false; }
-        void await_suspend(std::coroutine_handle<promise_type> self) noexcept { self.promise().done->release(); }
-        void await_resume() noexcept {}
-      };
-      return ReleaseWaiter{};
-    }
-    void return_void() noexcept {}
-    void unhandled_exception() noexcept { std::terminate(); }  // the awaited part never throws
-  };
-
-  explicit SyncWaiter(std::coroutine_handle<promise_type> handle) : handle_(handle) {}
-  SyncWaiter(SyncWaiter&& other) noexcept : handle_(std::exchange(other.handle_, {})) {}
-  SyncWaiter(const SyncWaiter&) = delete;
-  SyncWaiter& operator=(const SyncWaiter&) = delete;
-  ~SyncWaiter() {
-    if (handle_) handle_.destroy();
+// Awaits a task, then releases a semaphore. The release happens in final_suspend, once the
+// frame is suspended, so the waiting thread may destroy the frame at once.
+struct SyncWaiterPromise : LazyOwnedPromise<SyncWaiterPromise> {
+  std::binary_semaphore* done = nullptr;
+  auto final_suspend() noexcept {
+    struct ReleaseWaiter {
+      bool await_ready() noexcept { return false; }
+      void await_suspend(std::coroutine_handle<SyncWaiterPromise> self) noexcept { self.promise().done->release(); }
+      void await_resume() noexcept {}
+    };
+    return ReleaseWaiter{};
   }
-
-  void run_and_wait() {
-    std::binary_semaphore done{0};
-    handle_.promise().done = &done;
-    handle_.resume();
-    done.acquire();
-  }
-
- private:
-  std::coroutine_handle<promise_type> handle_;
 };
+using SyncWaiter = CoroutineOwner<SyncWaiterPromise>;
 
 template <typename T>
 SyncWaiter await_completion(Task<T>& task) {
@@ -66,7 +41,11 @@ T sync_wait(Task<T> task) {
   if (Scheduler::on_any_pool_thread()) {
     throw std::logic_error("sync_wait called on a pool thread: co_await the task instead");
   }
-  detail::await_completion(task).run_and_wait();
+  std::binary_semaphore done{0};
+  detail::SyncWaiter waiter = detail::await_completion(task);
+  waiter.promise().done = &done;
+  waiter.start();
+  done.acquire();
   return task.take_result();
 }
 

@@ -5,7 +5,9 @@
 //   Task can be built, stored and passed around before anything runs.
 // - Symmetric transfer: awaiting a task jumps into it, and its completion jumps back into the
 //   awaiter, both as tail calls (await_suspend returns the next coroutine handle). A loop of
-//   a million synchronously completing awaits therefore runs in constant stack.
+//   a million synchronously completing awaits therefore runs in constant stack. Where the
+//   compiler cannot emit those tail calls (ThreadSanitizer wraps every function in entry/exit
+//   calls), a trampoline gives the same guarantee: see detail::transfer_to.
 // - Exceptions escaping the body are stored and rethrown from `co_await` in the awaiter.
 // - Every co_await inside a Task captures the registered thread context before suspending and
 //   restores it on resumption (see thread_context.h), whatever thread resumes it.
@@ -23,6 +25,41 @@ template <typename T = void>
 class Task;
 
 namespace detail {
+
+// GCC emits the tail calls of symmetric transfer only in optimized builds without ASan/TSan
+// instrumentation (both wrap calls in code that runs after them). Elsewhere: trampolines.
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__) || !defined(__OPTIMIZE__) || \
+    defined(AOTPIPE_FORCE_TRAMPOLINE)
+inline constexpr bool kTrampolineTransfers = true;
+#else
+inline constexpr bool kTrampolineTransfers = false;
+#endif
+
+// The coroutine a trampolined transfer is to run next on this thread.
+inline std::coroutine_handle<>& pending_transfer() noexcept {
+  thread_local std::coroutine_handle<> next;
+  return next;
+}
+
+// What await_suspend returns to transfer control to `next`: `next` itself (a tail call), or,
+// with trampolines, noop after leaving `next` for the trampoline in resume_from_outside().
+inline std::coroutine_handle<> transfer_to(std::coroutine_handle<> next) noexcept {
+  if constexpr (kTrampolineTransfers) {
+    pending_transfer() = next;
+    return std::noop_coroutine();
+  } else {
+    return next;
+  }
+}
+
+// Resumes a coroutine from ordinary code (a pool task, sync_wait, a combinator starting its
+// children) and runs the transfers it leaves behind. Every resume() outside an awaiter goes
+// through here. It drains the slot even in builds without trampolines, so translation units
+// compiled with different settings still work together.
+inline void resume_from_outside(std::coroutine_handle<> handle) {
+  handle.resume();
+  while (std::coroutine_handle<> next = std::exchange(pending_transfer(), {})) next.resume();
+}
 
 // The awaiter of `co_await expr`: expr.operator co_await() when it has one, else expr itself.
 template <typename Awaitable>
@@ -52,7 +89,10 @@ class ContextRestoringAwaiter {
   }
 
   decltype(auto) await_resume() {
-    snapshot_.restore();
+    // Moved out first: GCC 12 may destroy the awaiters of a co_await twice when await_resume
+    // throws, which must then find nothing left to free (see docs/pipeline.md, "GCC 12").
+    ThreadContextSnapshot snapshot = std::move(snapshot_);
+    snapshot.restore();
     return inner_.await_resume();
   }
 
@@ -69,7 +109,7 @@ class TaskPromiseBase {
     bool await_ready() noexcept { return false; }
     template <typename Promise>
     std::coroutine_handle<> await_suspend(std::coroutine_handle<Promise> finished) noexcept {
-      return finished.promise().continuation_;
+      return transfer_to(finished.promise().continuation_);
     }
     void await_resume() noexcept {}
   };
@@ -170,7 +210,7 @@ class [[nodiscard]] Task {
     bool await_ready() const noexcept { return !handle || handle.done(); }
     std::coroutine_handle<> await_suspend(std::coroutine_handle<> awaiting) noexcept {
       handle.promise().set_continuation(awaiting);
-      return handle;
+      return detail::transfer_to(handle);
     }
     void await_resume() noexcept {}
   };

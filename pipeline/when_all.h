@@ -7,6 +7,7 @@
 // the last task. All tasks always run to completion, even when one fails; then the first
 // failure in argument order is rethrown and the other results are discarded. (For per-task
 // outcomes, catch inside each task, as run_batch does.)
+#include <aotpipe/pipeline/coroutine_owner.h>
 #include <aotpipe/pipeline/task.h>
 
 #include <atomic>
@@ -28,45 +29,21 @@ struct WhenAllLatch {
 
 // Awaits one task, then arrives at the latch; the last arrival transfers to the awaiting
 // coroutine.
-class WhenAllChild {
- public:
-  struct promise_type {
-    WhenAllLatch* latch = nullptr;
-    WhenAllChild get_return_object() noexcept {
-      return WhenAllChild{std::coroutine_handle<promise_type>::from_promise(*this)};
-    }
-    std::suspend_always initial_suspend() noexcept { return {}; }
-    auto final_suspend() noexcept {
-      struct ArriveAtLatch {
-        bool await_ready() noexcept { return false; }
-        std::coroutine_handle<> await_suspend(std::coroutine_handle<promise_type> self) noexcept {
-          WhenAllLatch& latch = *self.promise().latch;
-          return latch.arrive() ? latch.awaiting : std::noop_coroutine();
-        }
-        void await_resume() noexcept {}
-      };
-      return ArriveAtLatch{};
-    }
-    void return_void() noexcept {}
-    void unhandled_exception() noexcept { std::terminate(); }  // when_ready() never throws
-  };
-
-  explicit WhenAllChild(std::coroutine_handle<promise_type> handle) : handle_(handle) {}
-  WhenAllChild(WhenAllChild&& other) noexcept : handle_(std::exchange(other.handle_, {})) {}
-  WhenAllChild(const WhenAllChild&) = delete;
-  WhenAllChild& operator=(const WhenAllChild&) = delete;
-  ~WhenAllChild() {
-    if (handle_) handle_.destroy();
+struct WhenAllChildPromise : LazyOwnedPromise<WhenAllChildPromise> {
+  WhenAllLatch* latch = nullptr;
+  auto final_suspend() noexcept {
+    struct ArriveAtLatch {
+      bool await_ready() noexcept { return false; }
+      std::coroutine_handle<> await_suspend(std::coroutine_handle<WhenAllChildPromise> self) noexcept {
+        WhenAllLatch& latch = *self.promise().latch;
+        return latch.arrive() ? transfer_to(latch.awaiting) : std::noop_coroutine();
+      }
+      void await_resume() noexcept {}
+    };
+    return ArriveAtLatch{};
   }
-
-  void start(WhenAllLatch& latch) {
-    handle_.promise().latch = &latch;
-    handle_.resume();
-  }
-
- private:
-  std::coroutine_handle<promise_type> handle_;
 };
+using WhenAllChild = CoroutineOwner<WhenAllChildPromise>;
 
 template <typename T>
 WhenAllChild complete_and_arrive(Task<T>& task) {
@@ -81,7 +58,10 @@ class WhenAllAwaiter {
   bool await_ready() const noexcept { return children_.empty(); }
   bool await_suspend(std::coroutine_handle<> awaiting) {
     latch_.awaiting = awaiting;
-    for (WhenAllChild& child : children_) child.start(latch_);
+    for (WhenAllChild& child : children_) {
+      child.promise().latch = &latch_;
+      child.start();
+    }
     // The starter's own arrival: if every child already finished, do not suspend at all.
     return !latch_.arrive();
   }

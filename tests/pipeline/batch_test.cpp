@@ -17,11 +17,8 @@ namespace {
 using namespace std::chrono_literals;
 using testing::RecordingContext;
 using testing::RecordStage;
+using testing::share;
 using testing::ThrowingStage;
-
-std::shared_ptr<const Pipeline<RecordingContext>> shared(Pipeline<RecordingContext> pipeline) {
-  return std::make_shared<const Pipeline<RecordingContext>>(std::move(pipeline));
-}
 
 TEST(Batch, FailingJobsDoNotLoseTheOthersResults) {
   Scheduler scheduler(2);
@@ -33,7 +30,7 @@ TEST(Batch, FailingJobsDoNotLoseTheOthersResults) {
   std::vector<BatchJob<RecordingContext>> jobs;
   for (int i = 0; i < 20; ++i) {
     const bool fails = i % 7 == 3;
-    jobs.push_back(make_pipeline_job(fmt::format("job{}", i), shared(fails ? bad : good), RecordingContext{}));
+    jobs.push_back(make_pipeline_job(fmt::format("job{}", i), share(fails ? bad : good), RecordingContext{}));
   }
   const auto results = run_batch(scheduler, std::move(jobs), {.max_concurrency = 4});
 
@@ -84,9 +81,9 @@ TEST(Batch, CancellationStartsNoNewStageAndReportsTheCancelledJobs) {
       .add(counting("after_stop"));
 
   std::vector<BatchJob<RecordingContext>> jobs;
-  jobs.push_back(make_pipeline_job("before", shared(normal), RecordingContext{}));
-  jobs.push_back(make_pipeline_job("stopper", shared(stopping), RecordingContext{}));
-  for (int i = 0; i < 5; ++i) jobs.push_back(make_pipeline_job(fmt::format("later{}", i), shared(normal), {}));
+  jobs.push_back(make_pipeline_job("before", share(normal), RecordingContext{}));
+  jobs.push_back(make_pipeline_job("stopper", share(stopping), RecordingContext{}));
+  for (int i = 0; i < 5; ++i) jobs.push_back(make_pipeline_job(fmt::format("later{}", i), share(normal), {}));
 
   // One job at a time makes the order of jobs deterministic.
   const auto results =
@@ -149,7 +146,7 @@ TEST(Batch, TimedOutPipelineStopsAtTheNextStage) {
           }))
       .add(RecordStage("never"));
   std::vector<BatchJob<RecordingContext>> jobs;
-  jobs.push_back(make_pipeline_job("slow", shared(pipeline), RecordingContext{}));
+  jobs.push_back(make_pipeline_job("slow", share(pipeline), RecordingContext{}));
   const auto results = run_batch(scheduler, std::move(jobs), {.per_job_timeout = 10ms});
   EXPECT_EQ(results[0].status, JobStatus::TimedOut);
   EXPECT_EQ(results[0].message, "job 'slow' timed out after 10ms: job 'slow' cancelled before stage 'never'");

@@ -64,7 +64,6 @@ TEST(Instrumentation, SeveralInstrumentationsNestLikeScopes) {
   Scheduler scheduler(1);
   Pipeline<RecordingContext> pipeline;
   pipeline.add(RecordStage("a"));
-  auto shared_log = std::make_shared<EventLog>("");
   struct Tagged final : StageInstrumentation {
     Tagged(std::shared_ptr<std::vector<std::string>> out, std::string tag) : out(std::move(out)), tag(std::move(tag)) {}
     void before_stage(const StageEvent&) override { out->push_back("before " + tag); }
@@ -93,12 +92,16 @@ std::vector<BatchJob<RecordingContext>> traced_jobs(int count) {
   return jobs;
 }
 
-TEST(Instrumentation, TimingsCountEveryRun) {
+void run_batch_observed_by(std::shared_ptr<StageInstrumentation> instrumentation, int jobs) {
   Scheduler scheduler(2);
-  auto timings = std::make_shared<StageTimings>();
   BatchOptions options;
-  options.hooks.add(timings);
-  run_batch(scheduler, traced_jobs(12), std::move(options));
+  options.hooks.add(std::move(instrumentation));
+  run_batch(scheduler, traced_jobs(jobs), std::move(options));
+}
+
+TEST(Instrumentation, TimingsCountEveryRun) {
+  auto timings = std::make_shared<StageTimings>();
+  run_batch_observed_by(timings, 12);
   const auto entries = timings->entries();
   ASSERT_EQ(entries.size(), 3u);
   for (const auto& entry : entries) {
@@ -110,11 +113,8 @@ TEST(Instrumentation, TimingsCountEveryRun) {
 }
 
 TEST(Instrumentation, ChromeTraceIsValidTraceEventJson) {
-  Scheduler scheduler(2);
   auto trace = std::make_shared<ChromeTraceRecorder>();
-  BatchOptions options;
-  options.hooks.add(trace);
-  run_batch(scheduler, traced_jobs(8), std::move(options));
+  run_batch_observed_by(trace, 8);
 
   const auto path = std::filesystem::temp_directory_path() / fmt::format("aotpipe_trace_{}.json", ::getpid());
   trace->save(path);

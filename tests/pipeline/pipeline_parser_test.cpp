@@ -9,6 +9,7 @@ namespace aotpipe {
 namespace {
 
 using testing::RecordingContext;
+using testing::error_message_of;
 using testing::RecordStage;
 
 TEST(PipelineText, SplitsElementsAndParameters) {
@@ -30,12 +31,8 @@ TEST(PipelineText, RejectsMalformedText) {
   for (const char* bad : {"a,,b", "a,", ",a", "a(b", "a)b", "a b", "a(x)y", "1a"}) {
     EXPECT_THROW(parse_pipeline_text(bad), PipelineParseError) << bad;
   }
-  try {
-    parse_pipeline_text("a,part(min_cut");
-    FAIL();
-  } catch (const PipelineParseError& error) {
-    EXPECT_STREQ(error.what(), "invalid pipeline 'a,part(min_cut': '(' is never closed at offset 6");
-  }
+  EXPECT_EQ(error_message_of<PipelineParseError>([] { parse_pipeline_text("a,part(min_cut"); }),
+            "invalid pipeline 'a,part(min_cut': '(' is never closed at offset 6");
 }
 
 // A stage configured by its parameter text, like partition(min_cut).
@@ -82,25 +79,15 @@ TEST_F(PipelineRegistry, BuildsThePipelineAndPrintsItBack) {
 }
 
 TEST_F(PipelineRegistry, UnknownStageListsTheKnownOnes) {
-  try {
-    registry.parse("metadata,dedup,compile");
-    FAIL() << "expected PipelineParseError";
-  } catch (const PipelineParseError& error) {
-    EXPECT_STREQ(error.what(),
-                 "unknown stage 'dedup' at offset 9 in pipeline 'metadata,dedup,compile'; known stages: compile, "
-                 "dedupe, group, joint, metadata, partition, synthetic_base");
-  }
+  EXPECT_EQ(error_message_of<PipelineParseError>([this] { registry.parse("metadata,dedup,compile"); }),
+            "unknown stage 'dedup' at offset 9 in pipeline 'metadata,dedup,compile'; known stages: compile, "
+            "dedupe, group, joint, metadata, partition, synthetic_base");
 }
 
 TEST_F(PipelineRegistry, FactoryErrorsNameTheStage) {
-  try {
-    registry.parse("partition(max_flow)");
-    FAIL() << "expected PipelineParseError";
-  } catch (const PipelineParseError& error) {
-    EXPECT_STREQ(error.what(),
-                 "stage 'partition' at offset 0 in pipeline 'partition(max_flow)' rejected its parameters "
-                 "'max_flow': mode must be default or min_cut");
-  }
+  EXPECT_EQ(error_message_of<PipelineParseError>([this] { registry.parse("partition(max_flow)"); }),
+            "stage 'partition' at offset 0 in pipeline 'partition(max_flow)' rejected its parameters "
+            "'max_flow': mode must be default or min_cut");
   EXPECT_THROW(registry.parse("metadata(x)"), PipelineParseError) << "metadata takes no parameters";
 }
 

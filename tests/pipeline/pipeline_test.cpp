@@ -51,12 +51,8 @@ TEST(Pipeline, ListsInsertsReplacesAndRemoves) {
 
 TEST(Pipeline, EditingAMissingStageNamesTheKnownOnes) {
   Pipeline<RecordingContext> pipeline = abc();
-  try {
-    pipeline.replace("missing", RecordStage("x"));
-    FAIL() << "expected std::out_of_range";
-  } catch (const std::out_of_range& error) {
-    EXPECT_STREQ(error.what(), "pipeline 'pipeline' has no stage 'missing'; its stages: a, b, c");
-  }
+  EXPECT_EQ(testing::error_message_of<std::out_of_range>([&] { pipeline.replace("missing", RecordStage("x")); }),
+            "pipeline 'pipeline' has no stage 'missing'; its stages: a, b, c");
   EXPECT_THROW(pipeline.insert(4, RecordStage("x")), std::out_of_range);
 }
 

@@ -1,6 +1,12 @@
 #pragma once
 // Shared by the pipeline tests: a context type that records what ran, and stages for it.
+#include <aotpipe/pipeline/pipeline.h>
 #include <aotpipe/pipeline/stage.h>
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <memory>
 
 #include <stdexcept>
 #include <string>
@@ -43,5 +49,22 @@ class ThrowingStage {
   std::string label_;
   std::string message_;
 };
+
+// A pipeline ready to be shared by the jobs of a batch.
+inline std::shared_ptr<const Pipeline<RecordingContext>> share(Pipeline<RecordingContext> pipeline) {
+  return std::make_shared<const Pipeline<RecordingContext>>(std::move(pipeline));
+}
+
+// The what() of the exception of type E that `action` throws; fails the test if none is thrown.
+template <typename E>
+std::string error_message_of(const std::function<void()>& action) {
+  try {
+    action();
+  } catch (const E& error) {
+    return error.what();
+  }
+  ADD_FAILURE() << "expected an exception";
+  return {};
+}
 
 }  // namespace aotpipe::testing
