@@ -1,0 +1,47 @@
+# cmake -P script behind the `package_consumer` test: installs the build tree into a fresh
+# prefix, then configures, builds and runs tests/package/consumer against it, the way an
+# outside project would (find_package(aotpipe CONFIG REQUIRED), aotpipe::aotpipe).
+#   -DBUILD_DIR=<aotpipe build tree> -DSOURCE_DIR=<consumer sources> -DWORK_DIR=<scratch dir>
+#   -DGENERATOR=<generator> -DBUILD_TYPE=<config> [-DAOTPIPE_TORCH_DIR=<site-packages>/torch]
+#   [-DCXX_COMPILER=<path>]
+foreach(var BUILD_DIR SOURCE_DIR WORK_DIR GENERATOR)
+  if(NOT ${var})
+    message(FATAL_ERROR "package_test.cmake: ${var} not set")
+  endif()
+endforeach()
+if(NOT BUILD_TYPE)
+  set(BUILD_TYPE Release)
+endif()
+
+function(step name)
+  message(STATUS "package test: ${name}: ${ARGN}")
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "package test: ${name} failed (${rc})")
+  endif()
+endfunction()
+
+set(prefix ${WORK_DIR}/prefix)
+set(consumer_build ${WORK_DIR}/consumer-build)
+file(REMOVE_RECURSE ${WORK_DIR})
+file(MAKE_DIRECTORY ${WORK_DIR})
+
+step(install ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix} --config ${BUILD_TYPE})
+if(NOT EXISTS ${prefix}/lib/cmake/aotpipe/aotpipeConfig.cmake)
+  message(FATAL_ERROR "package test: no aotpipeConfig.cmake under ${prefix}/lib/cmake/aotpipe")
+endif()
+
+# Nothing of the build or source tree may leak into the consumer: only the prefix is given
+# (plus where torch lives, which the installed config would otherwise default to anyway).
+set(configure_args -S ${SOURCE_DIR} -B ${consumer_build} -G ${GENERATOR}
+    -DCMAKE_BUILD_TYPE=${BUILD_TYPE} -DCMAKE_PREFIX_PATH=${prefix})
+if(AOTPIPE_TORCH_DIR)
+  list(APPEND configure_args -DAOTPIPE_TORCH_DIR=${AOTPIPE_TORCH_DIR})
+endif()
+if(CXX_COMPILER)
+  list(APPEND configure_args -DCMAKE_CXX_COMPILER=${CXX_COMPILER})
+endif()
+step(configure ${CMAKE_COMMAND} ${configure_args})
+step(build ${CMAKE_COMMAND} --build ${consumer_build})
+step(run ${consumer_build}/consumer)
+message(STATUS "package test: passed")

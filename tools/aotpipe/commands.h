@@ -1,0 +1,20 @@
+#pragma once
+// The subcommands of the `aotpipe` tool, one file each (cmd_<name>.cpp). Each registers its
+// options on the parent CLI11 app and returns what to run once the command line is parsed.
+#include <CLI/CLI.hpp>
+
+#include <functional>
+
+namespace aotpipe::cli {
+
+struct Command {
+  CLI::App* app = nullptr;      // the subcommand, to test whether it was chosen
+  std::function<int()> run;     // the exit status of the command
+};
+
+// aotpipe show FILE...: parse, verify and print graphs back in the text form.
+Command add_show_command(CLI::App& parent);
+// aotpipe run INPUT... [--seed N] [--check-meta]: run graphs on random inputs, report each.
+Command add_run_command(CLI::App& parent);
+
+}  // namespace aotpipe::cli

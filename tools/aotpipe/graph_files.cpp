@@ -1,0 +1,59 @@
+#include "aotpipe/graph_files.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <system_error>
+
+namespace aotpipe::cli {
+
+namespace fs = std::filesystem;
+
+std::vector<GraphFile> collect_graph_files(const std::vector<std::string>& paths) {
+  std::vector<GraphFile> files;
+  for (const std::string& arg : paths) {
+    fs::path path(arg);
+    std::error_code ec;
+    auto status = fs::status(path, ec);
+    if (ec || !fs::exists(status)) {
+      files.push_back({path, "no such file or directory"});
+      continue;
+    }
+    if (!fs::is_directory(status)) {
+      files.push_back({path, {}});
+      continue;
+    }
+    std::vector<fs::path> found;
+    fs::recursive_directory_iterator it(path, fs::directory_options::follow_directory_symlink, ec);
+    for (; !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+      if (it->path().extension() == kGraphExtension && !it->is_directory()) found.push_back(it->path());
+    }
+    if (ec) {
+      files.push_back({path, fmt::format("cannot list directory: {}", ec.message())});
+      continue;
+    }
+    if (found.empty()) {
+      files.push_back({path, fmt::format("directory holds no {} files", kGraphExtension)});
+      continue;
+    }
+    std::sort(found.begin(), found.end());
+    for (auto& p : found) files.push_back({std::move(p), {}});
+  }
+  return files;
+}
+
+std::string read_text_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error(fmt::format("cannot open: {}", std::strerror(errno)));
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) throw std::runtime_error(fmt::format("cannot read: {}", std::strerror(errno)));
+  return std::move(text).str();
+}
+
+}  // namespace aotpipe::cli

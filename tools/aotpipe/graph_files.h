@@ -1,0 +1,27 @@
+#pragma once
+// Finding and reading graph files (the IR text form, extension .aotg).
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace aotpipe::cli {
+
+inline constexpr const char* kGraphExtension = ".aotg";
+
+// One entry per graph file to process, in order. `error` is set for a command-line path that
+// does not exist, a directory that cannot be listed or holds no graph file; such entries are
+// failures to report.
+struct GraphFile {
+  std::filesystem::path path;
+  std::string error;
+};
+
+// Expands command-line paths: a file is taken as is (whatever its extension); a directory
+// contributes every *.aotg file below it, recursively, sorted by path. A directory holding no
+// graph file is an error entry too.
+std::vector<GraphFile> collect_graph_files(const std::vector<std::string>& paths);
+
+// The whole file as text; throws std::runtime_error naming the file and the reason.
+std::string read_text_file(const std::filesystem::path& path);
+
+}  // namespace aotpipe::cli

@@ -1,0 +1,50 @@
+// aotpipe: the command-line front end of the library. Subcommands live in cmd_*.cpp.
+#include "aotpipe/commands.h"
+
+#include <CLI/CLI.hpp>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <exception>
+#include <string>
+#include <vector>
+
+#ifndef AOTPIPE_VERSION
+#define AOTPIPE_VERSION "unknown"
+#endif
+
+int main(int argc, char** argv) {
+  CLI::App app{"aotpipe: ahead-of-time compilation of PyTorch ATen graphs", "aotpipe"};
+  app.set_version_flag("--version", AOTPIPE_VERSION);
+  app.require_subcommand(1);
+  std::string log_level = "warn";
+  app.add_option("--log-level", log_level, "Diagnostics on stderr: trace, debug, info, warn, error, off")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}))
+      ->capture_default_str();
+  bool verbose = false;
+  app.add_flag("-v,--verbose", verbose, "Same as --log-level=info");
+
+  std::vector<aotpipe::cli::Command> commands{
+      aotpipe::cli::add_show_command(app),
+      aotpipe::cli::add_run_command(app),
+  };
+
+  CLI11_PARSE(app, argc, argv);
+
+  // Diagnostics go to stderr; reports (what a command prints as its result) to stdout.
+  auto logger = spdlog::stderr_color_mt("aotpipe");
+  logger->set_pattern("[%n] [%^%l%$] %v");
+  spdlog::set_default_logger(logger);
+  spdlog::set_level(verbose && log_level == "warn" ? spdlog::level::info : spdlog::level::from_str(log_level));
+
+  for (auto& command : commands) {
+    if (!command.app->parsed()) continue;
+    try {
+      return command.run();
+    } catch (const std::exception& e) {
+      spdlog::critical("{}: {}", command.app->get_name(), e.what());
+      return 2;
+    }
+  }
+  return 2;  // unreachable: a subcommand is required
+}

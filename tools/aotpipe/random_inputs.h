@@ -1,0 +1,26 @@
+#pragma once
+// Random tensors that match a TensorMeta exactly (sizes, strides, storage offset, dtype,
+// device), for running graphs without real data.
+#include <aotpipe/graph/graph.h>
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace aotpipe::cli {
+
+// A real tensor with the metadata's sizes, strides, offset, dtype and device, viewing a fresh
+// storage just large enough, filled from `gen`: normal values for floating and complex dtypes,
+// 0/1 for bool, small non-negative integers (0..7) otherwise.
+at::Tensor make_tensor(const TensorMeta& meta, at::Generator& gen);
+
+// One value per graph input, in order: tensors from their TensorMeta; Int inputs 1..4, Float
+// inputs normal, Bool inputs random. Throws GraphError for a tensor input without metadata.
+std::vector<c10::IValue> make_inputs(const Graph& graph, at::Generator& gen);
+
+// Binds a random tensor, made from the constant node's declared metadata, to every tensor
+// constant of the graph that has no tensor yet. Returns how many were bound.
+std::size_t bind_random_constants(Graph& graph, at::Generator& gen);
+
+}  // namespace aotpipe::cli
