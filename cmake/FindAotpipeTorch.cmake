@@ -71,3 +71,13 @@ if(AotpipeTorch_FOUND)
   target_link_libraries(aotpipe::torch INTERFACE "-Wl,--no-as-needed" ${_aotpipe_torch_libs} "-Wl,--as-needed")
   target_link_options(aotpipe::torch INTERFACE "-Wl,-rpath,${AOTPIPE_TORCH_DIR}/lib")
 endif()
+
+# The Python that has this torch: differential tests run PyTorch as the oracle with it.
+if(NOT AOTPIPE_PYTHON_FOR_TESTS)
+  if(DEFINED ENV{AOTPIPE_PYTHON})
+    set(AOTPIPE_PYTHON_FOR_TESTS $ENV{AOTPIPE_PYTHON})
+  else()
+    set(AOTPIPE_PYTHON_FOR_TESTS python3)
+  endif()
+endif()
+set(AOTPIPE_PYTHON_FOR_TESTS "${AOTPIPE_PYTHON_FOR_TESTS}" CACHE STRING "Python with torch, for differential tests")

@@ -10,6 +10,8 @@
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/functions/basic_ops.h>
+#include <torch/csrc/autograd/variable.h>
 #include <torch/library.h>
 
 #include <mutex>
@@ -556,8 +558,9 @@ class ModeScope {
 struct Tracer {
   std::shared_ptr<TraceState> st;
   std::vector<at::Tensor> traced_inputs;      // what fn sees (functional wrappers when functionalizing)
-  std::vector<TracingTensorImpl*> input_impls;  // the tracing tensors of the inputs, as created
+  std::vector<at::Tensor> initial_inputs;     // the tracing tensors of the inputs, as created
   std::unordered_map<const c10::StorageImpl*, at::Tensor> storages;  // example storage -> base
+  std::unordered_map<const c10::TensorImpl*, std::size_t> seen_inputs;  // example -> first position
 
   explicit Tracer(TraceOptions options) : st(std::make_shared<TraceState>(std::move(options))) {}
 
@@ -567,6 +570,16 @@ struct Tracer {
     TORCH_CHECK(x.defined(), "aotpipe::trace: example input '", name, "' is undefined");
     TORCH_CHECK(!as_traced(x) && !fimpl::isFunctionalTensor(x), "aotpipe::trace: example input '", name,
                 "' is a tracing tensor (nested traces take real example inputs)");
+    TensorMeta meta = meta_of(x, x.device());
+    meta.requires_grad = x.requires_grad();
+    Value* v = st->graph.add_input(name, meta);
+    // The same tensor twice: one tracing tensor, as AOTAutograd's to_fun memo does.
+    auto [seen, fresh] = seen_inputs.emplace(x.unsafeGetTensorImpl(), traced_inputs.size());
+    if (!fresh) {
+      initial_inputs.push_back(initial_inputs[seen->second]);
+      traced_inputs.push_back(traced_inputs[seen->second]);
+      return traced_inputs.back();
+    }
     at::Tensor inner;
     const auto nbytes = static_cast<int64_t>(x.storage().nbytes());
     auto& base = storages[x.storage().unsafeGetStorageImpl()];
@@ -579,13 +592,21 @@ struct Tracer {
     }
     inner = at::empty({0}, x.options().device(base.device()).requires_grad(false))
                 .set_(base.storage(), x.storage_offset(), x.sizes(), x.strides());
-    TensorMeta meta = meta_of(x, x.device());
-    meta.requires_grad = x.requires_grad();
-    Value* v = st->graph.add_input(name, meta);
     at::Tensor w = wrap(inner, st, v, x.device());
-    input_impls.push_back(as_traced(w));
+    initial_inputs.push_back(w);
     if (st->options.functionalize) w = fimpl::to_functional_tensor(w);
-    if (x.requires_grad()) w.requires_grad_(true);
+    if (x.requires_grad()) {
+      if (x.is_leaf()) {
+        w.requires_grad_(true);
+      } else {
+        // A non-leaf example (e.g. x.clone() of a leaf) stays a non-leaf, so the callable may
+        // mutate it in place as eager code could. The stand-in grad_fn is never run: gradients
+        // with respect to this input are captured at its edge.
+        auto node = std::make_shared<torch::autograd::Identity>();
+        node->add_input_metadata(w);
+        torch::autograd::impl::set_gradient_edge(w, torch::autograd::Edge(std::move(node), 0));
+      }
+    }
     traced_inputs.push_back(w);
     return w;
   }
@@ -635,7 +656,15 @@ struct Tracer {
   TraceResult finish(const TensorList& user_outputs, std::size_t num_tangents, std::size_t num_grads) {
     TraceResult result;
     std::vector<Value*> outputs;
-    for (std::size_t i = 0; i < user_outputs.size(); ++i) outputs.push_back(value_of_output(user_outputs[i], i));
+    for (std::size_t i = 0; i < user_outputs.size(); ++i) {
+      Value* v = value_of_output(user_outputs[i], i);
+      if (const TensorMeta* m = v->meta(); m && !v->is_input() && m->requires_grad != user_outputs[i].requires_grad()) {
+        TensorMeta updated = *m;
+        updated.requires_grad = user_outputs[i].requires_grad();
+        v->set_meta(std::move(updated));
+      }
+      outputs.push_back(v);
+    }
 
     // Output aliasing: storages of the tracing tensors (functional wrappers when functionalizing).
     auto storage_of = [&](const at::Tensor& t) -> const c10::StorageImpl* {
@@ -726,6 +755,8 @@ TraceResult trace_program(const TraceFunction& fn, const TensorList& example_inp
     for (std::size_t i = 0; i < example_inputs.size(); ++i)
       tracer.add_input(input_name(tracer.st->options, i, "arg", 0), example_inputs[i]);
     TensorList outs = tracer.run([&] { return fn(tracer.traced_inputs); });
+    if (tracer.st->options.inspect)
+      tracer.st->options.inspect(TraceInspection{example_inputs, tracer.initial_inputs, tracer.traced_inputs, outs});
     return tracer.finish(outs, 0, 0);
   });
 }

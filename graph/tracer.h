@@ -36,6 +36,15 @@ enum class TraceMode {
 // functional ops). It must not call the op it replaces.
 using Decomposition = std::function<std::vector<c10::IValue>(const std::vector<c10::IValue>& args)>;
 
+// What a trace shows an analysis while its tensors are still alive (TraceOptions::inspect). The
+// metadata-collection stage reads functionalization and autograd state from these.
+struct TraceInspection {
+  const TensorList& example_inputs;  // as passed to the trace
+  const TensorList& initial_inputs;  // the tracing tensors made from them (fake: meta inside), unchanged
+  const TensorList& inputs;          // what the callable received (functional wrappers when functionalizing)
+  const TensorList& outputs;         // what the callable returned
+};
+
 struct TraceOptions {
   TraceMode mode = TraceMode::Fake;
   // Functionalize (like FunctionalTensorMode): the graph has no in-place or out= op; inputs
@@ -52,6 +61,8 @@ struct TraceOptions {
   // Graph input names; empty: arg0, arg1, ... (trace_joint: primals_1..., tangents_1...).
   std::vector<std::string> input_names;
   std::string graph_name = "traced";
+  // Called once the callable has returned, before the graph is finished (trace_program only).
+  std::function<void(const TraceInspection&)> inspect;
 };
 
 // Any failure while tracing: the message names the op (e.g. "aten::nonzero: ...").
@@ -86,7 +97,9 @@ struct TraceResult {
 };
 
 // Traces `fn` on tracing tensors made from `example_inputs` (sizes, strides, offset, dtype,
-// device, requires_grad and aliasing between inputs kept; real inputs are never modified).
+// device, requires_grad, leafness and aliasing between inputs kept; real inputs are never
+// modified). A tensor passed twice is one tracing tensor (the second graph input is unused), as
+// in AOTAutograd, so a mutation through one position is seen through the other.
 // Closed-over tensors become graph constants (Graph::add_constant); factory ops are captured.
 // In a graph with a backward part every node has attrs()["phase"] = "forward" | "backward".
 TraceResult trace_program(const TraceFunction& fn, const TensorList& example_inputs, TraceOptions options = {});

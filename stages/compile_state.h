@@ -1,0 +1,70 @@
+#pragma once
+// CompileState: everything one compile carries from stage to stage (the pipeline's context).
+//
+// Every analysis stage has two halves, as PyTorch's CompilerWrapper does:
+//   pre-compile   transforms (fn, args, meta) for the stages after it (a stage's run());
+//   post-compile  a RuntimeWrapper pushed onto `wrappers`: a function from the compiled callable
+//                 of the inner calling convention to one of the outer convention.
+// The post-compile halves are plain data plus a wrap function, so a cached compile can rebuild
+// its runtime by re-running only them (see runtime/compiled_function.h).
+#include <aotpipe/graph/graph.h>
+#include <aotpipe/stages/metadata/collect_metadata.h>
+#include <aotpipe/stages/partition/partitioner.h>
+
+#include <cstddef>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace aotpipe {
+
+// What a backend compiler returns: boxed, arguments by value so it may free them early.
+using CompiledGraph = std::function<TensorList(TensorList)>;
+// A backend compiler: gets a functional ATen graph and the metadata of its example inputs.
+using Compiler = std::function<CompiledGraph(const Graph&, const std::vector<TensorMeta>&)>;
+
+struct AotConfig {
+  Compiler fw_compiler;         // empty: backends::interpreter()
+  Compiler bw_compiler;         // empty: same as fw_compiler
+  Compiler inference_compiler;  // empty: same as fw_compiler
+  Partitioner partition_fn;     // empty: partitioners::min_cut_rematerialization_partition()
+  std::size_t num_params_buffers = 0;
+  bool keep_inference_input_mutations = false;
+};
+
+// The callable at one layer of the runtime.
+using RuntimeFn = std::function<TensorList(TensorList)>;
+
+struct RuntimeWrapper {
+  std::string stage;                          // which stage's post-compile half this is
+  std::function<RuntimeFn(RuntimeFn)> wrap;   // inner convention -> outer convention
+};
+
+struct CompileState {
+  std::string name = "compile";
+  AotConfig config;
+
+  // The flat function, its example arguments and its metadata, as the next stage sees them.
+  Function fn;
+  TensorList args;
+  ViewAndMutationMeta meta;
+  // Some input requires grad and grad mode is on, and the function is not "output and mutation
+  // safe" (create_aot_state): trace a joint graph and run through autograd.
+  bool needs_autograd = false;
+
+  // Post-compile halves, outermost first (the order the stages ran).
+  std::vector<RuntimeWrapper> wrappers;
+
+  // Products of the later stages.
+  std::optional<JointGraph> joint;          // training
+  std::optional<Graph> inference_graph;     // inference
+  std::optional<PartitionResult> partition;
+  CompiledGraph compiled_forward;           // training forward, or the inference graph
+  CompiledGraph compiled_backward;
+};
+
+// Composes the post-compile halves around `inner` (innermost wrapper applied first).
+RuntimeFn apply_runtime_wrappers(const std::vector<RuntimeWrapper>& wrappers, RuntimeFn inner);
+
+}  // namespace aotpipe

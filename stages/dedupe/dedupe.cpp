@@ -1,0 +1,151 @@
+#include <aotpipe/stages/dedupe/dedupe.h>
+
+#include <fmt/format.h>
+
+#include <stdexcept>
+#include <unordered_map>
+
+namespace aotpipe {
+
+TensorList DedupeInfo::remove_dupe_args(TensorList args) const {
+  TensorList kept;
+  kept.reserve(args.size());
+  for (std::size_t i = 0; i < args.size(); ++i)
+    if (keep_arg_mask[i]) kept.push_back(std::move(args[i]));
+  return kept;
+}
+
+TensorList DedupeInfo::add_dupe_args(const TensorList& args) const {
+  TensorList full;
+  full.reserve(add_dupe_map.size());
+  for (std::size_t i : add_dupe_map) full.push_back(args[i]);
+  return full;
+}
+
+std::vector<std::size_t> duplicate_pattern(const TensorList& args) {
+  std::vector<std::size_t> first(args.size());
+  std::unordered_map<const c10::TensorImpl*, std::size_t> seen;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    // Undefined tensors are never duplicates of each other (they carry no data).
+    if (!args[i].defined()) {
+      first[i] = i;
+      continue;
+    }
+    first[i] = seen.emplace(args[i].unsafeGetTensorImpl(), i).first->second;
+  }
+  return first;
+}
+
+void check_duplicate_pattern(const DedupeInfo& info, const TensorList& args) {
+  if (args.size() != info.first_occurrence.size())
+    throw std::invalid_argument(fmt::format("aotpipe dedupe: the graph was compiled for {} inputs, called with {}",
+                                            info.first_occurrence.size(), args.size()));
+  const auto actual = duplicate_pattern(args);
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::size_t expected = info.first_occurrence[i];
+    if (actual[i] == expected) continue;
+    if (expected != i)
+      throw std::invalid_argument(fmt::format(
+          "aotpipe dedupe: input {} was compiled as a duplicate of input {} (the same tensor passed twice), but "
+          "this call passes a different tensor; recompile for distinct inputs",
+          i, expected));
+    throw std::invalid_argument(fmt::format(
+        "aotpipe dedupe: input {} is the same tensor as input {}, but the graph was compiled for distinct "
+        "inputs; recompile for duplicated inputs",
+        i, actual[i]));
+  }
+}
+
+ViewAndMutationMeta remove_dupe_metadata(const ViewAndMutationMeta& m, const std::vector<bool>& keep_arg_mask,
+                                         const std::vector<std::size_t>& add_dupe_map) {
+  if (m.input_info.size() != keep_arg_mask.size() || keep_arg_mask.empty() || !keep_arg_mask[0])
+    throw std::logic_error("remove_dupe_metadata: keep_arg_mask does not match the metadata");
+  ViewAndMutationMeta out;
+  out.keep_input_mutations = m.keep_input_mutations;
+  out.is_train = m.is_train;
+  out.grad_enabled_mutation = m.grad_enabled_mutation;
+  out.num_intermediate_bases = m.num_intermediate_bases;
+  for (std::size_t i = 0; i < m.input_info.size(); ++i)
+    if (keep_arg_mask[i]) out.input_info.push_back(m.input_info[i]);
+  for (OutputAliasInfo o : m.output_info) {
+    if (o.base_idx && (o.output_type == OutputType::alias_of_input || o.output_type == OutputType::is_input))
+      o.base_idx = add_dupe_map[*o.base_idx];
+    out.output_info.push_back(std::move(o));
+  }
+  // The leading tangents belong to data-mutated inputs that require grad; drop the removed ones.
+  std::size_t num_input_tangents = 0;
+  std::vector<bool> keep_tangent;
+  for (std::size_t i = 0; i < m.input_info.size(); ++i) {
+    const auto& info = m.input_info[i];
+    if (info.mutation_type() == MutationType::MutatedOutGraph && info.mutates_data && info.requires_grad) {
+      keep_tangent.push_back(keep_arg_mask[i]);
+      ++num_input_tangents;
+    }
+  }
+  for (std::size_t t = 0; t < m.traced_tangents.size(); ++t)
+    if (t >= num_input_tangents || keep_tangent[t]) out.traced_tangents.push_back(m.traced_tangents[t]);
+  out.finalize();
+  return out;
+}
+
+DedupeInfo dedupe_pre_compile(CompileState& state) {
+  DedupeInfo info;
+  info.first_occurrence = duplicate_pattern(state.args);
+  const std::size_t n = state.args.size();
+  info.keep_arg_mask.assign(n, true);
+  info.add_dupe_map.resize(n);
+  for (std::size_t i = 0; i < n; ++i) info.add_dupe_map[i] = i;
+
+  // Strategy 1: every duplicate is unmutated -> give it its own leaf.
+  bool ok = true;
+  TensorList leaf_args;
+  for (std::size_t i = 0; i < n && ok; ++i) {
+    const at::Tensor& a = state.args[i];
+    const auto& in = state.meta.input_info[i];
+    if (info.first_occurrence[i] == i)
+      leaf_args.push_back(a);
+    else if (!in.mutates_data && !in.mutates_metadata)
+      leaf_args.push_back(a.detach().requires_grad_(a.requires_grad()));
+    else
+      ok = false;
+  }
+  if (ok) {
+    state.args = std::move(leaf_args);
+    return info;
+  }
+
+  // Strategy 2: specialize the graph to the deduplicated arguments.
+  std::size_t j = 0;
+  std::vector<std::size_t> inner_index(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    if (info.first_occurrence[i] != i) {
+      info.keep_arg_mask[i] = false;
+      info.add_dupe_map[i] = inner_index[info.first_occurrence[i]];
+      continue;
+    }
+    inner_index[i] = j;
+    info.add_dupe_map[i] = j++;
+  }
+  info.specialized = true;
+  state.meta = remove_dupe_metadata(state.meta, info.keep_arg_mask, info.add_dupe_map);
+  state.args = info.remove_dupe_args(std::move(state.args));
+  state.fn = [fn = std::move(state.fn), info](const TensorList& args) { return fn(info.add_dupe_args(args)); };
+  return info;
+}
+
+RuntimeFn dedupe_post_compile(DedupeInfo info, RuntimeFn compiled) {
+  return [info = std::move(info), compiled = std::move(compiled)](TensorList args) {
+    check_duplicate_pattern(info, args);
+    if (!info.specialized) return compiled(std::move(args));
+    return compiled(info.remove_dupe_args(std::move(args)));
+  };
+}
+
+Task<void> DedupeStage::run(CompileState& state, const JobEnv&) const {
+  DedupeInfo info = dedupe_pre_compile(state);
+  state.wrappers.push_back(
+      {"dedupe", [info = std::move(info)](RuntimeFn inner) { return dedupe_post_compile(info, std::move(inner)); }});
+  co_return;
+}
+
+}  // namespace aotpipe

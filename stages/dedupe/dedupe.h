@@ -1,0 +1,48 @@
+#pragma once
+// Stage 2, dedupe (AOTDedupeWrapper): the same tensor passed more than once.
+//   Strategy 1: a duplicate that is not mutated becomes a separate leaf (a detached alias); the
+//               compiled graph then takes distinct inputs, no runtime work.
+//   Strategy 2: otherwise the duplicates are removed and the graph is specialized to the
+//               deduplicated arguments; at run time keep_arg_mask drops them again.
+// Either way the runtime half checks that a call has the duplicate pattern the graph was
+// compiled for and names the inputs when it does not. See docs/stages/dedupe.md.
+#include <aotpipe/pipeline/job_env.h>
+#include <aotpipe/pipeline/task.h>
+#include <aotpipe/stages/compile_state.h>
+
+#include <string_view>
+
+namespace aotpipe {
+
+struct DedupeInfo {
+  bool specialized = false;            // strategy 2 ran: the inner function takes fewer arguments
+  std::vector<bool> keep_arg_mask;     // per outer argument: kept in the inner convention
+  std::vector<std::size_t> add_dupe_map;  // per outer argument: its inner index
+  // The duplicate pattern the graph was compiled for: per argument, the first argument that is
+  // the same tensor (itself when it is the first).
+  std::vector<std::size_t> first_occurrence;
+
+  TensorList remove_dupe_args(TensorList args) const;
+  TensorList add_dupe_args(const TensorList& args) const;
+};
+
+// Per argument, the first argument that is the same tensor object.
+std::vector<std::size_t> duplicate_pattern(const TensorList& args);
+
+// Throws std::invalid_argument naming the inputs when `args` do not have `info`'s pattern.
+void check_duplicate_pattern(const DedupeInfo& info, const TensorList& args);
+
+ViewAndMutationMeta remove_dupe_metadata(const ViewAndMutationMeta& meta, const std::vector<bool>& keep_arg_mask,
+                                         const std::vector<std::size_t>& add_dupe_map);
+
+// Pre-compile half: rewrites state.fn/args/meta; returns what the post-compile half needs.
+DedupeInfo dedupe_pre_compile(CompileState& state);
+// Post-compile half: the outer callable around `compiled` (inner convention).
+RuntimeFn dedupe_post_compile(DedupeInfo info, RuntimeFn compiled);
+
+struct DedupeStage {
+  std::string_view name() const { return "dedupe"; }
+  Task<void> run(CompileState& state, const JobEnv& env) const;
+};
+
+}  // namespace aotpipe

@@ -1,0 +1,3 @@
+list(APPEND AOTPIPE_STAGES_SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/merge_view_inputs.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/synthetic_base.cpp)

@@ -1,0 +1,64 @@
+#include <aotpipe/stages/synthetic_base/synthetic_base.h>
+
+#include <ATen/ATen.h>
+
+#include <stdexcept>
+
+namespace aotpipe {
+
+SyntheticBaseInfo synthetic_base_pre_compile(CompileState& state) {
+  SyntheticBaseInfo info;
+  info.is_inference = !state.needs_autograd;
+  auto merged = merge_view_inputs(state.args, state.meta.input_info, info.is_inference);
+  if (!merged) return info;
+  info.needed = true;
+  info.outer_input_info = state.meta.input_info;
+  auto [meta, aliased_with_metadata_mutations] =
+      create_synthetic_base_metadata(state.meta, merged->info, state.args, merged->args);
+  info.aliased_arg_idx_with_metadata_mutations = aliased_with_metadata_mutations;
+  state.meta = std::move(meta);
+  state.args = std::move(merged->args);
+  state.fn = [fn = std::move(state.fn), convention = std::move(merged->info),
+              extra = std::move(aliased_with_metadata_mutations)](const TensorList& args) {
+    TensorList unpacked = unpack_synthetic_bases(args, convention);
+    TensorList outs = fn(unpacked);
+    // Aliased inputs whose metadata the function changed are returned, so the runtime can
+    // replay the change on the caller's tensors (the synthetic base only carries data).
+    for (std::size_t i : extra) outs.push_back(unpacked[i]);
+    return outs;
+  };
+  return info;
+}
+
+RuntimeFn synthetic_base_post_compile(SyntheticBaseInfo info, RuntimeFn compiled) {
+  if (!info.needed) return compiled;
+  return [info = std::move(info), compiled = std::move(compiled)](TensorList args) {
+    auto merged = merge_view_inputs(args, info.outer_input_info, info.is_inference);
+    if (!merged)
+      throw std::invalid_argument(
+          "aotpipe synthetic base: the graph was compiled for aliased inputs, but this call's inputs do not alias "
+          "(recompile for this input signature)");
+    TensorList aliased;
+    for (std::size_t i : info.aliased_arg_idx_with_metadata_mutations) aliased.push_back(args[i]);
+    args.clear();
+    TensorList outs = compiled(std::move(merged->args));
+    if (aliased.empty()) return outs;
+    const std::size_t num_user = outs.size() - aliased.size();
+    for (std::size_t k = 0; k < aliased.size(); ++k) {
+      const at::Tensor& mutated = outs[num_user + k];
+      aliased[k].as_strided_(mutated.sizes(), mutated.strides(), mutated.storage_offset());
+    }
+    outs.resize(num_user);
+    return outs;
+  };
+}
+
+Task<void> SyntheticBaseStage::run(CompileState& state, const JobEnv&) const {
+  SyntheticBaseInfo info = synthetic_base_pre_compile(state);
+  state.wrappers.push_back({"synthetic_base", [info = std::move(info)](RuntimeFn inner) {
+                              return synthetic_base_post_compile(info, std::move(inner));
+                            }});
+  co_return;
+}
+
+}  // namespace aotpipe

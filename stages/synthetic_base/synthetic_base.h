@@ -1,0 +1,31 @@
+#pragma once
+// Stage 3, synthetic base (AOTSyntheticBaseWrapper). Pre-compile: merge aliased inputs of which
+// one is mutated into a synthetic base and make the function regenerate them as views; aliased
+// inputs with metadata mutations become extra outputs. Post-compile: merge the caller's inputs
+// the same way, call, and apply those metadata mutations with as_strided_. See
+// docs/stages/synthetic_base.md.
+#include <aotpipe/pipeline/job_env.h>
+#include <aotpipe/pipeline/task.h>
+#include <aotpipe/stages/compile_state.h>
+#include <aotpipe/stages/synthetic_base/merge_view_inputs.h>
+
+#include <string_view>
+
+namespace aotpipe {
+
+struct SyntheticBaseInfo {
+  bool needed = false;
+  bool is_inference = false;
+  std::vector<InputAliasInfo> outer_input_info;  // metadata of the caller's arguments
+  std::vector<std::size_t> aliased_arg_idx_with_metadata_mutations;
+};
+
+SyntheticBaseInfo synthetic_base_pre_compile(CompileState& state);
+RuntimeFn synthetic_base_post_compile(SyntheticBaseInfo info, RuntimeFn compiled);
+
+struct SyntheticBaseStage {
+  std::string_view name() const { return "synthetic_base"; }
+  Task<void> run(CompileState& state, const JobEnv& env) const;
+};
+
+}  // namespace aotpipe
