@@ -46,7 +46,8 @@ struct TraceState {
   std::mutex mutex;  // ops normally arrive on the tracing thread; this keeps stray threads safe
   bool has_backward = false;
   bool finished = false;
-  bool joint = false;     // trace_joint: every node gets a phase  // the graph was handed out: later ops on its tensors are errors
+  bool joint = false;     // trace_joint: every node gets a phase
+  bool backward_phase = false;  // ops recorded now belong to the backward (zero-filled gradients)
   std::unordered_map<const c10::TensorImpl*, Value*> constants;
   std::vector<at::Tensor> constant_keepalive;  // keeps constants' TensorImpl* keys unique
   bool fake() const { return options.mode == TraceMode::Fake; }
@@ -496,7 +497,7 @@ void trace_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*ks*/, t
   } catch (const std::exception& e) {
     fail(qualified_name(op), "cannot be recorded: " + error_text(e));
   }
-  if (torch::autograd::get_current_node() != nullptr) {
+  if (torch::autograd::get_current_node() != nullptr || st->backward_phase) {
     node->attrs()["phase"] = "backward";
     st->has_backward = true;
   }
@@ -559,6 +560,7 @@ struct Tracer {
   std::shared_ptr<TraceState> st;
   std::vector<at::Tensor> traced_inputs;      // what fn sees (functional wrappers when functionalizing)
   std::vector<at::Tensor> initial_inputs;     // the tracing tensors of the inputs, as created
+  std::vector<const c10::StorageImpl*> input_storages;  // of traced_inputs, as created
   std::unordered_map<const c10::StorageImpl*, at::Tensor> storages;  // example storage -> base
   std::unordered_map<const c10::TensorImpl*, std::size_t> seen_inputs;  // example -> first position
 
@@ -577,6 +579,7 @@ struct Tracer {
     auto [seen, fresh] = seen_inputs.emplace(x.unsafeGetTensorImpl(), traced_inputs.size());
     if (!fresh) {
       initial_inputs.push_back(initial_inputs[seen->second]);
+      input_storages.push_back(input_storages[seen->second]);
       traced_inputs.push_back(traced_inputs[seen->second]);
       return traced_inputs.back();
     }
@@ -608,6 +611,7 @@ struct Tracer {
       }
     }
     traced_inputs.push_back(w);
+    input_storages.push_back(w.storage().unsafeGetStorageImpl());
     return w;
   }
 
@@ -702,9 +706,15 @@ struct Tracer {
         info.mutates_data = w->has_data_mutation();
         info.mutates_metadata = w->has_metadata_mutation();
         info.mutates_storage = w->was_storage_changed();
-        if (info.mutates_data || info.mutates_metadata || info.mutates_storage) {
+        if (!(info.mutates_data || info.mutates_metadata || info.mutates_storage)) continue;
+        Value* final_value = as_traced(fimpl::from_functional_tensor(t))->value();
+        const auto& keep = st->options.keep_input_mutations_in_graph;
+        if (k < keep.size() && keep[k]) {
+          Value* input = st->graph.inputs()[k];
+          if (final_value != input) st->graph.add_call("aten::copy_", {input, final_value}, {}, nullptr);
+        } else if (st->options.return_mutated_inputs) {
           info.mutated_output_index = outputs.size();
-          outputs.push_back(as_traced(fimpl::from_functional_tensor(t))->value());
+          outputs.push_back(final_value);
         }
       }
     }
@@ -756,7 +766,7 @@ TraceResult trace_program(const TraceFunction& fn, const TensorList& example_inp
       tracer.add_input(input_name(tracer.st->options, i, "arg", 0), example_inputs[i]);
     TensorList outs = tracer.run([&] { return fn(tracer.traced_inputs); });
     if (tracer.st->options.inspect)
-      tracer.st->options.inspect(TraceInspection{example_inputs, tracer.initial_inputs, tracer.traced_inputs, outs});
+      tracer.st->options.inspect(TraceInspection{example_inputs, tracer.initial_inputs, tracer.traced_inputs, outs, tracer.input_storages});
     return tracer.finish(outs, 0, 0);
   });
 }
@@ -773,13 +783,20 @@ TraceResult trace_joint(const TraceFunction& fn, const TensorList& example_input
       tracer.add_input(input_name(tracer.st->options, i, "primals_", 1), example_inputs[i]);
     std::size_t num_tangents = 0;
     std::size_t num_grads = 0;
+    std::vector<std::size_t> undefined_grads;
     TensorList outs = tracer.run([&] {
       const TensorList primals = tracer.traced_inputs;
       TensorList fw_outs = fn(primals);
       std::vector<at::Tensor> diff_outs;
       std::vector<at::Tensor> tangents;
-      for (const auto& o : fw_outs) {
-        if (!o.defined() || !o.requires_grad()) continue;
+      std::vector<at::Tensor> diff_tangents;
+      const auto& mask = tracer.st->options.tangent_mask;
+      TORCH_CHECK(mask.empty() || mask.size() == fw_outs.size(), "aotpipe::trace_joint: tangent_mask has ",
+                  mask.size(), " entries for ", fw_outs.size(), " outputs");
+      for (std::size_t oi = 0; oi < fw_outs.size(); ++oi) {
+        const at::Tensor& o = fw_outs[oi];
+        if (mask.empty() ? (!o.defined() || !o.requires_grad()) : !mask[oi]) continue;
+        TORCH_CHECK(o.defined(), "aotpipe::trace_joint: output ", oi, " needs a tangent but is undefined");
         TensorMeta meta;
         meta.sizes = o.sizes().vec();
         meta.strides = contiguous_strides(meta.sizes);
@@ -789,8 +806,12 @@ TraceResult trace_joint(const TraceFunction& fn, const TensorList& example_input
         std::string name = k + example_inputs.size() < tracer.st->options.input_names.size()
                                ? tracer.st->options.input_names[k + example_inputs.size()]
                                : "tangents_" + std::to_string(k + 1);
-        tangents.push_back(tracer.add_input(name, meta));
-        diff_outs.push_back(o);
+        at::Tensor tangent = tracer.add_input(name, meta);
+        tangents.push_back(tangent);
+        if (o.requires_grad()) {
+          diff_outs.push_back(o);
+          diff_tangents.push_back(tangent);
+        }
       }
       num_tangents = tangents.size();
       std::vector<at::Tensor> wrt;
@@ -800,17 +821,22 @@ TraceResult trace_joint(const TraceFunction& fn, const TensorList& example_input
       if (!wrt.empty()) {
         std::vector<at::Tensor> grads;
         if (!diff_outs.empty())
-          grads = torch::autograd::grad(diff_outs, wrt, tangents, /*retain_graph=*/false, /*create_graph=*/false,
-                                        /*allow_unused=*/true);
+          grads = torch::autograd::grad(diff_outs, wrt, diff_tangents, /*retain_graph=*/false,
+                                        /*create_graph=*/false, /*allow_unused=*/true);
         else
           grads.resize(wrt.size());
-        for (std::size_t i = 0; i < wrt.size(); ++i)
+        tracer.st->backward_phase = true;  // the zeros stand for gradients: backward ops
+        for (std::size_t i = 0; i < wrt.size(); ++i) {
+          if (!grads[i].defined()) undefined_grads.push_back(i);
           result.push_back(grads[i].defined() ? grads[i] : at::zeros_like(wrt[i]));
+        }
         num_grads = wrt.size();
       }
       return result;
     });
-    return tracer.finish(outs, num_tangents, num_grads);
+    TraceResult result = tracer.finish(outs, num_tangents, num_grads);
+    result.undefined_grads = std::move(undefined_grads);
+    return result;
   });
 }
 

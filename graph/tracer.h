@@ -43,6 +43,8 @@ struct TraceInspection {
   const TensorList& initial_inputs;  // the tracing tensors made from them (fake: meta inside), unchanged
   const TensorList& inputs;          // what the callable received (functional wrappers when functionalizing)
   const TensorList& outputs;         // what the callable returned
+  // The storage of each input as the callable received it (before any set_()).
+  const std::vector<const c10::StorageImpl*>& input_storages;
 };
 
 struct TraceOptions {
@@ -61,6 +63,17 @@ struct TraceOptions {
   // Graph input names; empty: arg0, arg1, ... (trace_joint: primals_1..., tangents_1...).
   std::vector<std::string> input_names;
   std::string graph_name = "traced";
+  // Functionalize: what happens to inputs the callable mutated. By default their final values
+  // are appended to the graph outputs. Inputs k with keep_input_mutations_in_graph[k] get an
+  // `aten::copy_(input, final)` at the end of the graph instead (AOTAutograd's
+  // keep_input_mutations); with return_mutated_inputs = false the others are left to the
+  // caller (which returns them itself, as the joint and inference stages do).
+  bool return_mutated_inputs = true;
+  std::vector<bool> keep_input_mutations_in_graph;
+  // trace_joint: which outputs get a tangent input (empty: every output that requires grad).
+  // A masked output gets a tangent even when it does not require grad (the tangent is unused),
+  // so the tangents match AOTAutograd's traced_tangents one for one.
+  std::vector<bool> tangent_mask;
   // Called once the callable has returned, before the graph is finished (trace_program only).
   std::function<void(const TraceInspection&)> inspect;
 };
@@ -94,6 +107,9 @@ struct TraceResult {
   bool has_backward = false;              // some node ran inside the autograd engine
   std::size_t num_tangents = 0;           // trace_joint: trailing graph inputs that are tangents
   std::size_t num_grad_outputs = 0;       // trace_joint: outputs that are gradients
+  // trace_joint: gradient outputs (0-based among them) that autograd left undefined (the input
+  // does not influence any differentiable output); the graph returns zeros there.
+  std::vector<std::size_t> undefined_grads;
 };
 
 // Traces `fn` on tracing tensors made from `example_inputs` (sizes, strides, offset, dtype,

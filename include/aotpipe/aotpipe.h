@@ -8,3 +8,10 @@
 #include <aotpipe/graph/printer.h>
 #include <aotpipe/graph/tensor_meta.h>
 #include <aotpipe/graph/verifier.h>
+#include <aotpipe/graph/tracer.h>
+#include <aotpipe/runtime/aot_function.h>
+#include <aotpipe/stages/compile/backends.h>
+#include <aotpipe/stages/compile_state.h>
+#include <aotpipe/stages/metadata/collect_metadata.h>
+#include <aotpipe/stages/partition/default_partition.h>
+#include <aotpipe/stages/partition/min_cut_partition.h>

@@ -89,9 +89,11 @@ struct OutputAnalysis {
   std::vector<at::Tensor> intermediate_bases;
 };
 
-OutputAnalysis analyze_outputs(const TensorList& f_args, const TensorList& outs) {
+OutputAnalysis analyze_outputs(const TensorList& f_args, const std::vector<const c10::StorageImpl*>& input_storages,
+                               const TensorList& outs) {
+  // Each input's storage as it was passed in (a set_() inside the function does not move it).
   std::unordered_map<const c10::StorageImpl*, std::size_t> inp_storage_refs;
-  for (std::size_t i = 0; i < f_args.size(); ++i) inp_storage_refs[storage_key(f_args[i])] = i;  // last wins
+  for (std::size_t i = 0; i < input_storages.size(); ++i) inp_storage_refs[input_storages[i]] = i;  // last wins
   auto is_input_tensor = [&](const at::Tensor& o) {
     for (const auto& a : f_args)
       if (a.unsafeGetTensorImpl() == o.unsafeGetTensorImpl()) return true;
@@ -140,7 +142,8 @@ OutputAnalysis analyze_outputs(const TensorList& f_args, const TensorList& outs)
       else
         info.output_type = OutputType::alias_of_input;
     } else if (storage_changed && is_input_tensor(o)) {
-      info.base_idx = input_it->second;
+      for (std::size_t k = 0; k < f_args.size(); ++k)
+        if (f_args[k].unsafeGetTensorImpl() == o.unsafeGetTensorImpl()) info.base_idx = k;  // last wins
       info.output_type = OutputType::is_input;
     } else if (base.defined() && o.requires_grad() && base.requires_grad()) {
       if (num_aliased == 1 || num_not_multi_output_views <= 1) {
@@ -215,7 +218,7 @@ ViewAndMutationMeta collect_metadata(const Function& fn, const TensorList& examp
     for (std::size_t i = 0; i < t.inputs.size(); ++i)
       meta.input_info.push_back(
           analyze_input(t.example_inputs[i], t.initial_inputs[i], t.inputs[i], options.keep_input_mutations));
-    OutputAnalysis outputs = analyze_outputs(t.inputs, t.outputs);
+    OutputAnalysis outputs = analyze_outputs(t.inputs, t.input_storages, t.outputs);
     meta.output_info = std::move(outputs.infos);
     meta.num_intermediate_bases = outputs.intermediate_bases.size();
 

@@ -1,0 +1,226 @@
+#include <aotpipe/runtime/aot_runtime.h>
+#include <aotpipe/stages/common/aliasing.h>
+
+#include <ATen/ATen.h>
+#include <fmt/format.h>
+#include <torch/csrc/autograd/custom_function.h>
+#include <torch/csrc/autograd/variable.h>
+
+#include <stdexcept>
+
+namespace aotpipe {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+bool is_plain_output(OutputType t) {
+  return t == OutputType::non_alias || t == OutputType::unsafe_view_alias || t == OutputType::custom_function_view;
+}
+
+// Which forward returns go through autograd: everything but metadata-only input mutations and
+// aliased outputs (Python wraps those in TensorAlias so autograd.Function never sees them).
+std::vector<bool> autograd_return_mask(const ViewAndMutationMeta& meta) {
+  std::vector<bool> mask;
+  for (std::size_t i : meta.mutated_inp_runtime_indices) {
+    const auto& in = meta.input_info[i];
+    mask.push_back(!(in.mutates_metadata && !in.mutates_data));
+  }
+  for (const auto& out : meta.output_info) mask.push_back(is_plain_output(out.output_type));
+  for (std::size_t i = 0; i < meta.num_intermediate_bases; ++i) mask.push_back(true);
+  return mask;
+}
+
+// Keeps the artifacts alive for as long as the autograd graph that may run their backward.
+struct ArtifactsHolder : torch::CustomClassHolder {
+  explicit ArtifactsHolder(std::shared_ptr<const CompiledArtifacts> a) : artifacts(std::move(a)) {}
+  std::shared_ptr<const CompiledArtifacts> artifacts;
+};
+
+// The per-call channel between apply() and forward(): the artifacts in, the forward returns
+// autograd does not see out.
+struct CallFrame {
+  std::shared_ptr<const CompiledArtifacts> artifacts;
+  TensorList all_returns;  // every forward return, as the compiled forward produced it
+};
+
+struct CompiledAutogradFunction : torch::autograd::Function<CompiledAutogradFunction> {
+  // `args` is an at::TensorList: apply() only sees tensors through Tensor / TensorList arguments.
+  static variable_list forward(AutogradContext* ctx, CallFrame* frame, at::TensorList args) {
+    const CompiledArtifacts& a = *frame->artifacts;
+    TensorList fw_outs = a.forward(args.vec());
+    const std::size_t num_returns = a.meta.num_forward_returns;
+    if (fw_outs.size() != num_returns + a.num_saved)
+      throw std::runtime_error(fmt::format("aotpipe runtime ({}): the compiled forward returned {} values, expected {}",
+                                           a.name, fw_outs.size(), num_returns + a.num_saved));
+    ctx->save_for_backward(variable_list(fw_outs.begin() + static_cast<std::ptrdiff_t>(num_returns), fw_outs.end()));
+    fw_outs.resize(num_returns);
+    ctx->saved_data["artifacts"] = c10::IValue::make_capsule(c10::make_intrusive<ArtifactsHolder>(frame->artifacts));
+
+    const auto mask = autograd_return_mask(a.meta);
+    const std::size_t num_mutated = a.meta.mutated_inp_runtime_indices.size();
+    variable_list returns;
+    std::vector<at::Tensor> non_differentiable;
+    for (std::size_t i = 0; i < num_returns; ++i) {
+      if (!mask[i]) continue;
+      returns.push_back(fw_outs[i]);
+      bool requires_grad = true;
+      if (i < num_mutated)
+        requires_grad = a.meta.input_info[a.meta.mutated_inp_runtime_indices[i]].requires_grad;
+      else if (i < num_mutated + a.meta.num_outputs)
+        requires_grad = a.meta.output_info[i - num_mutated].requires_grad;
+      if (!requires_grad) non_differentiable.push_back(fw_outs[i]);
+    }
+    if (!non_differentiable.empty()) ctx->mark_non_differentiable(non_differentiable);
+    frame->all_returns = std::move(fw_outs);
+    return returns;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    const auto holder = c10::static_intrusive_pointer_cast<ArtifactsHolder>(ctx->saved_data["artifacts"].toCapsule());
+    const CompiledArtifacts* a = holder->artifacts.get();
+    if (at::GradMode::is_enabled())
+      throw std::runtime_error(fmt::format(
+          "aotpipe ({}): double backward (create_graph=True) through a compiled function is not supported: the "
+          "compiled backward graph is not differentiable",
+          a->name));
+    const auto returns_mask = autograd_return_mask(a->meta);
+    TensorList bw_args = ctx->get_saved_variables();
+    std::size_t grad_index = 0;
+    for (std::size_t i = 0; i < returns_mask.size(); ++i) {
+      if (!returns_mask[i]) continue;
+      at::Tensor g = grad_outputs[grad_index++];
+      if (!a->tangent_mask[i]) continue;
+      bw_args.push_back(g.defined() ? g.contiguous() : g);
+    }
+    TensorList grads = a->backward(std::move(bw_args));
+    if (grads.size() != a->grad_primals.size())
+      throw std::runtime_error(fmt::format("aotpipe runtime ({}): the compiled backward returned {} gradients, expected {}",
+                                           a->name, grads.size(), a->grad_primals.size()));
+    for (std::size_t k : a->undefined_grads) grads[k] = at::Tensor();
+    // One gradient per forward argument: the CallFrame pointer first (none), then the tensors.
+    variable_list result(1 + a->meta.input_info.size());
+    for (std::size_t k = 0; k < grads.size(); ++k) result[1 + a->grad_primals[k]] = std::move(grads[k]);
+    return result;
+  }
+};
+
+// The output handlers of the epilogue (NoopAliasHandler, IsInputHandler, AliasOfInputHandler,
+// AliasOfIntermediateHandler): regenerate aliased outputs from the real tensors they alias.
+at::Tensor regenerate_output(const ViewAndMutationMeta& meta, std::size_t j, const TensorList& inputs,
+                             const TensorList& outs_and_bases, const at::Tensor& raw) {
+  const OutputAliasInfo& info = meta.output_info[j];
+  switch (info.output_type) {
+    case OutputType::non_alias:
+    case OutputType::unsafe_view_alias:
+    case OutputType::custom_function_view:
+      return outs_and_bases[j];
+    case OutputType::is_input:
+      return inputs[*info.base_idx];
+    case OutputType::alias_of_input:
+      return gen_alias_from_base(inputs[*info.base_idx], TensorMeta::of(raw), info.requires_grad);
+    case OutputType::alias_of_intermediate:
+    case OutputType::alias_of_intermediate_save_as_output:
+      return gen_alias_from_base(outs_and_bases[meta.num_outputs + *info.base_idx], TensorMeta::of(raw),
+                                 info.requires_grad);
+    case OutputType::alias_of_intermediate_base_is_user_output:
+      return gen_alias_from_base(outs_and_bases[*info.base_idx], TensorMeta::of(raw), info.requires_grad);
+  }
+  return raw;
+}
+
+}  // namespace
+
+RuntimeFn make_runtime(std::shared_ptr<const CompiledArtifacts> artifacts) {
+  return [artifacts](TensorList args) -> TensorList {
+    const CompiledArtifacts& a = *artifacts;
+    const ViewAndMutationMeta& meta = a.meta;
+    if (args.size() != meta.input_info.size())
+      throw std::invalid_argument(fmt::format("aotpipe ({}): called with {} inputs, compiled for {}", a.name,
+                                              args.size(), meta.input_info.size()));
+    const TensorList inputs = args;  // the caller's tensors, for mutations and aliases
+    TensorList all;                  // every forward return
+    if (a.trace_joint) {
+      at::AutoGradMode enable(true);
+      CallFrame frame{artifacts, {}};
+      variable_list through_autograd = CompiledAutogradFunction::apply(&frame, at::TensorList(args));
+      args.clear();
+      // Put the autograd-tracked returns back in place of the raw ones.
+      all = std::move(frame.all_returns);
+      const auto mask = autograd_return_mask(meta);
+      std::size_t k = 0;
+      for (std::size_t i = 0; i < all.size(); ++i)
+        if (mask[i]) all[i] = through_autograd[k++];
+    } else {
+      at::AutoGradMode disable(false);
+      all = a.forward(std::move(args));
+    }
+    const std::size_t num_mutated = meta.mutated_inp_runtime_indices.size();
+    if (all.size() != num_mutated + meta.num_outputs + meta.num_intermediate_bases)
+      throw std::runtime_error(fmt::format("aotpipe runtime ({}): {} forward returns, expected {}", a.name, all.size(),
+                                           num_mutated + meta.num_outputs + meta.num_intermediate_bases));
+
+    // Input mutations, applied to the caller's tensors.
+    for (std::size_t i = 0; i < num_mutated; ++i) {
+      const auto& info = meta.input_info[meta.mutated_inp_runtime_indices[i]];
+      const at::Tensor& original = inputs[meta.mutated_inp_runtime_indices[i]];
+      const at::Tensor& updated = all[i];
+      if (info.mutates_storage_metadata) {
+        at::NoGradGuard no_grad;
+        original.set_(updated);
+        continue;
+      }
+      if (info.mutates_metadata) {
+        // A metadata change leaves the data as it was: keep the version counter, so tensors the
+        // forward saved from this input stay valid for the backward (eager saves them after
+        // its t_(), at the bumped version; we saved them before the epilogue).
+        c10::VariableVersion version = original.unsafeGetTensorImpl()->version_counter();
+        const auto before = version.current_version();
+        original.as_strided_(updated.sizes(), updated.strides(), updated.storage_offset());
+        if (!info.mutates_data) version.set_version(before);
+      }
+      if (!info.mutates_data) continue;
+      if (info.is_leaf && original.requires_grad())
+        original.detach().copy_(updated);
+      else
+        original.copy_(updated);
+    }
+    TensorList outs_and_bases(all.begin() + static_cast<std::ptrdiff_t>(num_mutated), all.end());
+    TensorList result;
+    result.reserve(meta.num_outputs);
+    for (std::size_t j = 0; j < meta.num_outputs; ++j)
+      result.push_back(meta.num_outputs_aliased == 0
+                           ? outs_and_bases[j]
+                           : regenerate_output(meta, j, inputs, outs_and_bases, outs_and_bases[j]));
+    if (meta.grad_enabled_mutation) at::GradMode::set_enabled(*meta.grad_enabled_mutation);
+    return result;
+  };
+}
+
+std::shared_ptr<const CompiledArtifacts> artifacts_of(const CompileState& state) {
+  auto a = std::make_shared<CompiledArtifacts>();
+  a->name = state.name;
+  a->meta = state.meta;
+  a->trace_joint = state.needs_autograd;
+  a->forward = state.compiled_forward;
+  a->backward = state.compiled_backward;
+  if (state.needs_autograd) {
+    if (!state.partition || !state.joint)
+      throw std::logic_error("aotpipe: a training compile without a partitioned joint graph");
+    a->num_saved = state.partition->saved_values.size();
+    for (std::size_t i = 0; i < state.args.size(); ++i)
+      if (state.args[i].defined() && state.args[i].requires_grad()) a->grad_primals.push_back(i);
+    a->undefined_grads = state.undefined_grads;
+    // Tangents: the joint's tangent inputs follow forward_tangent_mask (see stages/joint).
+    const auto& m = state.meta;
+    for (std::size_t i : m.mutated_inp_runtime_indices) {
+      const auto& in = m.input_info[i];
+      a->tangent_mask.push_back(in.mutates_data && in.requires_grad);
+    }
+    for (const auto& out : m.output_info) a->tangent_mask.push_back(is_plain_output(out.output_type) && out.requires_grad);
+    for (std::size_t i = 0; i < m.num_intermediate_bases; ++i) a->tangent_mask.push_back(true);
+  }
+  return a;
+}
+
+}  // namespace aotpipe

@@ -1,0 +1,3 @@
+list(APPEND AOTPIPE_STAGES_SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/backends.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/compile_stage.cpp)

@@ -1,0 +1,85 @@
+#include <aotpipe/graph/tracer.h>
+#include <aotpipe/stages/joint/joint.h>
+
+#include <ATen/core/grad_mode.h>
+#include <fmt/format.h>
+
+#include <stdexcept>
+
+namespace aotpipe {
+
+Function prepare_forward(Function fn, const ViewAndMutationMeta& meta, bool training) {
+  return [fn = std::move(fn), meta, training](const TensorList& args) {
+    TensorList fresh = args;
+    for (std::size_t i : meta.mutated_inp_runtime_indices) {
+      const auto& info = meta.input_info[i];
+      if (info.mutates_data && info.requires_grad)
+        fresh[i] = args[i].clone();  // autograd must see the input before its mutation
+      else if (info.mutates_metadata)
+        fresh[i] = args[i].view(args[i].sizes());  // the metadata mutation must not reach the primal
+    }
+    TensorList outs = fn(fresh);
+    if (outs.size() != meta.output_info.size())
+      throw std::runtime_error(fmt::format("aotpipe joint: the function returned {} outputs, metadata says {}",
+                                           outs.size(), meta.output_info.size()));
+    TensorList result;
+    for (std::size_t i : meta.mutated_inp_runtime_indices) result.push_back(fresh[i]);
+    result.insert(result.end(), outs.begin(), outs.end());
+    if (training) {
+      for (std::size_t i = 0; i < outs.size(); ++i)
+        if (meta.output_info[i].output_type == OutputType::alias_of_intermediate_save_as_output)
+          result.push_back(at::Tensor(outs[i]._base()));
+    }
+    return result;
+  };
+}
+
+std::vector<bool> forward_tangent_mask(const ViewAndMutationMeta& meta) {
+  std::vector<bool> mask;
+  for (std::size_t i : meta.mutated_inp_runtime_indices) {
+    const auto& info = meta.input_info[i];
+    mask.push_back(info.mutates_data && info.requires_grad);
+  }
+  for (const auto& out : meta.output_info) {
+    const bool plain = out.output_type == OutputType::non_alias || out.output_type == OutputType::unsafe_view_alias ||
+                       out.output_type == OutputType::custom_function_view;
+    mask.push_back(plain && out.requires_grad);
+  }
+  for (std::size_t i = 0; i < meta.num_intermediate_bases; ++i) mask.push_back(true);
+  return mask;
+}
+
+void trace_joint_or_inference(CompileState& state) {
+  const auto& meta = state.meta;
+  TraceOptions options;
+  options.functionalize = true;
+  options.return_mutated_inputs = false;
+  options.keep_input_mutations_in_graph.resize(meta.input_info.size());
+  for (std::size_t i : meta.mutated_graph_handled_indices) options.keep_input_mutations_in_graph[i] = true;
+  Function forward = prepare_forward(state.fn, meta, state.needs_autograd);
+  if (state.needs_autograd) {
+    options.graph_name = state.name + ".joint";
+    options.tangent_mask = forward_tangent_mask(meta);
+    TraceResult traced = trace_joint(forward, state.args, std::move(options));
+    JointGraph joint;
+    joint.graph = std::move(traced.graph);
+    joint.num_primals = state.args.size();
+    joint.num_fwd_outputs = traced.num_user_outputs;
+    if (joint.num_fwd_outputs != meta.num_forward_returns)
+      throw std::logic_error(fmt::format("aotpipe joint: traced {} forward outputs, metadata expects {}",
+                                         joint.num_fwd_outputs, meta.num_forward_returns));
+    state.joint = std::move(joint);
+    state.undefined_grads = std::move(traced.undefined_grads);
+  } else {
+    options.graph_name = state.name + ".inference";
+    TraceResult traced = trace_program(forward, state.args, std::move(options));
+    state.inference_graph = std::move(traced.graph);
+  }
+}
+
+Task<void> JointStage::run(CompileState& state, const JobEnv&) const {
+  trace_joint_or_inference(state);
+  co_return;
+}
+
+}  // namespace aotpipe

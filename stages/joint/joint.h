@@ -1,0 +1,33 @@
+#pragma once
+// Stage 4, joint trace (PyTorch's fn_prepped_for_autograd + create_joint, and the inference
+// path of aot_dispatch_base). Training: one functional graph over (primals, tangents) returning
+// (mutated inputs, user outputs, intermediate bases, gradients). Inference: the forward only.
+// See docs/stages/joint.md.
+#include <aotpipe/pipeline/job_env.h>
+#include <aotpipe/pipeline/task.h>
+#include <aotpipe/stages/compile_state.h>
+
+#include <string_view>
+#include <vector>
+
+namespace aotpipe {
+
+// The function the joint is traced from: mutated inputs that require grad are cloned first (so
+// gradients are taken with respect to the pre-mutation values) and inputs with metadata
+// mutations are aliased by a fresh view; it returns the runtime-applied mutated inputs, then the
+// user outputs, then (training) the intermediate bases.
+Function prepare_forward(Function fn, const ViewAndMutationMeta& meta, bool training);
+
+// Per forward return of prepare_forward: whether it gets a tangent (the data-mutated inputs
+// that require grad, the non-aliased outputs that require grad, the intermediate bases).
+std::vector<bool> forward_tangent_mask(const ViewAndMutationMeta& meta);
+
+// Traces state.joint (training) or state.inference_graph (inference).
+void trace_joint_or_inference(CompileState& state);
+
+struct JointStage {
+  std::string_view name() const { return "joint"; }
+  Task<void> run(CompileState& state, const JobEnv& env) const;
+};
+
+}  // namespace aotpipe

@@ -1,0 +1,34 @@
+#include <aotpipe/stages/metadata/metadata_stage.h>
+
+#include <ATen/core/grad_mode.h>
+
+namespace aotpipe {
+
+bool decide_needs_autograd(const TensorList& args, const ViewAndMutationMeta& meta) {
+  bool any_requires_grad = false;
+  for (const auto& a : args) any_requires_grad |= a.defined() && a.requires_grad();
+  if (!any_requires_grad || !at::GradMode::is_enabled()) return false;
+  for (const auto& out : meta.output_info) {
+    const bool aliases_grad_input = (out.output_type == OutputType::alias_of_input ||
+                                     out.output_type == OutputType::is_input) &&
+                                    out.base_idx && meta.input_info[*out.base_idx].requires_grad;
+    if (out.requires_grad && !aliases_grad_input) return true;
+  }
+  for (const auto& in : meta.input_info)
+    if (in.requires_grad && in.mutates_data && !in.mutations_under_no_grad_or_inference_mode &&
+        !in.mutations_hidden_from_autograd)
+      return true;
+  return false;  // "output and mutation safe": nothing the backward would need
+}
+
+Task<void> CollectMetadataStage::run(CompileState& state, const JobEnv&) const {
+  state.meta = collect_metadata(state.fn, state.args, state.config.keep_inference_input_mutations);
+  state.needs_autograd = decide_needs_autograd(state.args, state.meta);
+  if (!state.needs_autograd && state.meta.is_train) {
+    state.meta.is_train = false;
+    state.meta.finalize();
+  }
+  co_return;
+}
+
+}  // namespace aotpipe

@@ -1,0 +1,22 @@
+#pragma once
+// The metadata stage: collect_metadata on the state's function, then the training/inference
+// decision of create_aot_state.
+#include <aotpipe/pipeline/job_env.h>
+#include <aotpipe/pipeline/task.h>
+#include <aotpipe/stages/compile_state.h>
+
+#include <string_view>
+
+namespace aotpipe {
+
+// Some input requires grad, grad mode is on, and the function is not "output and mutation
+// safe" (an output that requires grad other than an alias of a grad-requiring input, or a data
+// mutation of a grad-requiring input that autograd sees): the compile needs a backward.
+bool decide_needs_autograd(const TensorList& args, const ViewAndMutationMeta& meta);
+
+struct CollectMetadataStage {
+  std::string_view name() const { return "metadata"; }
+  Task<void> run(CompileState& state, const JobEnv& env) const;
+};
+
+}  // namespace aotpipe

@@ -1,0 +1,169 @@
+#include <aotpipe/stages/partition/cse.h>
+
+#include <aotpipe/stages/partition/op_classes.h>
+
+#include <fmt/format.h>
+
+#include <sstream>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace aotpipe::partitioners {
+namespace {
+
+const std::unordered_set<std::string>& rand_ops() {
+  static const std::unordered_set<std::string> ops = {
+      "aten::dropout", "aten::_fused_dropout", "aten::_standard_gamma", "aten::bernoulli", "aten::multinomial",
+      "aten::native_dropout", "aten::normal", "aten::poisson", "aten::binomial", "aten::rrelu",
+      "aten::rand_like", "aten::rand", "aten::randint", "aten::randn", "aten::randperm"};
+  return ops;
+}
+
+// An exact text key for a constant argument, its type included (1 and 1.0 differ, as in
+// PyTorch's hash of (value, type) pairs).
+void append_constant(std::string& key, const c10::IValue& v) {
+  if (v.isNone()) {
+    key += "N";
+  } else if (v.isBool()) {
+    key += v.toBool() ? "b1" : "b0";
+  } else if (v.isInt()) {
+    key += fmt::format("i{}", v.toInt());
+  } else if (v.isDouble()) {
+    key += fmt::format("d{:a}", v.toDouble());
+  } else if (v.isString()) {
+    key += fmt::format("s{}:{}", v.toStringRef().size(), v.toStringRef());
+  } else if (v.isIntList()) {
+    key += "I[";
+    for (int64_t x : v.toIntList()) key += fmt::format("{},", x);
+    key += "]";
+  } else if (v.isDoubleList()) {
+    key += "D[";
+    for (double x : v.toDoubleList()) key += fmt::format("{:a},", x);
+    key += "]";
+  } else if (v.isBoolList()) {
+    key += "B[";
+    for (bool x : v.toBoolList()) key += x ? "1," : "0,";
+    key += "]";
+  } else if (v.isDevice()) {
+    key += "v" + v.toDevice().str();
+  } else {
+    std::ostringstream os;
+    os << v.tagKind() << ":" << v;
+    key += os.str();
+  }
+}
+
+// Storage classes: which values may share memory, from the schemas' alias annotations.
+std::unordered_map<const Value*, std::size_t> storage_classes(const Graph& graph) {
+  std::unordered_map<const Value*, std::size_t> storage;
+  std::size_t next = 0;
+  for (Value* in : graph.inputs()) storage[in] = next++;
+  for (const Node* n : graph.nodes()) {
+    if (!n->is_call()) {
+      storage[n->output()] = next++;
+      continue;
+    }
+    const auto& schema = n->schema();
+    const auto& formals = schema.arguments();
+    const auto& returns = schema.returns();
+    for (std::size_t i = 0; i < n->num_outputs(); ++i) {
+      std::optional<std::size_t> shared;
+      const c10::AliasInfo* ret_alias = returns.size() == 1 ? returns[0].alias_info()
+                                        : i < returns.size() ? returns[i].alias_info() : nullptr;
+      if (ret_alias) {
+        for (std::size_t a = 0; a < formals.size() && a < n->args().size() && !shared; ++a) {
+          const c10::AliasInfo* arg_alias = formals[a].alias_info();
+          if (!arg_alias) continue;
+          bool same = false;
+          for (const auto& set : ret_alias->beforeSets()) same = same || arg_alias->beforeSets().count(set);
+          if (!same) continue;
+          const Argument& arg = n->args()[a];
+          if (arg.is_value()) shared = storage.at(arg.value());
+          else if (arg.is_value_list() && !arg.value_list().values.empty() && arg.value_list().values[0])
+            shared = storage.at(arg.value_list().values[0]);
+        }
+      }
+      storage[n->output(i)] = shared ? *shared : next++;
+    }
+  }
+  return storage;
+}
+
+}  // namespace
+
+Graph eliminate_common_subexpressions(const Graph& graph, std::size_t* merged) {
+  // Dead code first (PyTorch runs joint_module.graph.eliminate_dead_code() before CSE).
+  std::unordered_set<const Node*> live;
+  {
+    std::unordered_set<const Value*> needed(graph.outputs().begin(), graph.outputs().end());
+    auto nodes = graph.nodes();
+    for (std::size_t i = nodes.size(); i-- > 0;) {
+      const Node* n = nodes[i];
+      bool is_live = n->is_call() && n->has_side_effects();
+      for (Value* v : n->outputs()) is_live = is_live || needed.count(v);
+      if (!is_live) continue;
+      live.insert(n);
+      for (Value* v : n->inputs()) needed.insert(v);
+    }
+  }
+  auto storage = storage_classes(graph);
+  std::unordered_set<std::size_t> output_storages;
+  for (Value* v : graph.outputs()) output_storages.insert(storage.at(v));
+
+  Graph out(graph.name());
+  std::unordered_map<const Value*, Value*> map;
+  for (Value* in : graph.inputs())
+    map[in] = out.add_input(in->name(), in->type(), in->meta() ? std::optional(*in->meta()) : std::nullopt);
+  std::unordered_map<std::string, Node*> seen;
+  std::size_t dropped = 0;
+  for (const Node* n : graph.nodes()) {
+    if (!live.count(n)) continue;
+    if (!n->is_call()) {
+      Value* v = n->output();
+      map[v] = out.add_constant_ref(n->constant_name(), *v->meta(), v->name());
+      out.nodes().back()->attrs() = n->attrs();
+      continue;
+    }
+    std::vector<Argument> args = n->args();
+    for (Argument& arg : args) arg.remap_values([&](Value* used) { return map.at(used); });
+    bool candidate = !n->has_side_effects() && !rand_ops().count(packet_name(*n)) && packet_name(*n) != "aten::empty";
+    for (Value* v : n->outputs()) candidate = candidate && !output_storages.count(storage.at(v));
+    std::string key;
+    if (candidate) {
+      key = n->qualified_name();
+      for (const Argument& arg : args) {
+        key += '|';
+        if (arg.is_value()) {
+          key += fmt::format("v{}", static_cast<const void*>(arg.value()));
+        } else if (arg.is_value_list()) {
+          key += "L[";
+          for (Value* v : arg.value_list().values) key += v ? fmt::format("{},", static_cast<const void*>(v)) : "N,";
+          key += "]";
+        } else {
+          append_constant(key, arg.constant());
+        }
+      }
+      key += fmt::format("|n{}", n->num_outputs());
+      auto it = seen.find(key);
+      if (it != seen.end()) {
+        for (std::size_t i = 0; i < n->num_outputs(); ++i) map[n->output(i)] = it->second->output(i);
+        ++dropped;
+        continue;
+      }
+    }
+    std::vector<OutputSpec> specs;
+    for (Value* v : n->outputs()) specs.push_back({v->name(), v->meta() ? std::optional(*v->meta()) : std::nullopt, v->type()});
+    Node* copy = out.add_call(n->op(), std::move(args), std::move(specs));
+    copy->attrs() = n->attrs();
+    for (std::size_t i = 0; i < n->num_outputs(); ++i) map[n->output(i)] = copy->output(i);
+    if (candidate) seen.emplace(std::move(key), copy);
+  }
+  for (const auto& [key, tensor] : graph.tensor_constants()) out.bind_constant(key, tensor);
+  std::vector<Value*> outs;
+  for (Value* v : graph.outputs()) outs.push_back(map.at(v));
+  out.set_outputs(std::move(outs));
+  if (merged) *merged = dropped;
+  return out;
+}
+
+}  // namespace aotpipe::partitioners

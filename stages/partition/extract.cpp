@@ -1,0 +1,213 @@
+#include <aotpipe/stages/partition/internal/extract.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace aotpipe::partitioners::detail {
+namespace {
+
+bool must_be_in_backward(const Node& n) {
+  auto it = n.attrs().find("phase");
+  return n.is_call() && n.has_side_effects() && it != n.attrs().end() && it->second == "backward";
+}
+
+bool must_be_in_forward(const Node& n) { return n.is_call() && n.has_side_effects() && !must_be_in_backward(n); }
+
+}  // namespace
+
+std::vector<const Node*> select_nodes(const Graph& graph, std::span<Value* const> inputs,
+                                      std::span<Value* const> outputs, Subgraph which) {
+  std::unordered_set<const Value*> given(inputs.begin(), inputs.end());
+  std::unordered_set<const Node*> valid;
+  auto available = [&](const Value* v) { return given.count(v) || (v->producer() && valid.count(v->producer())); };
+  for (const Node* n : graph.nodes()) {
+    if (must_be_in_backward(*n) && which != Subgraph::Backward) continue;
+    if (must_be_in_forward(*n) && which != Subgraph::Forward) continue;
+    bool ok = true;
+    for (const Argument& arg : n->args()) arg.for_each_value([&](Value* v) { ok = ok && available(v); });
+    if (ok) valid.insert(n);
+  }
+  std::unordered_set<const Node*> live;
+  std::vector<const Value*> work;
+  for (const Value* v : outputs) {
+    if (!available(v))
+      throw PartitionError(fmt::format("partition: %{} is an output of the {} graph but cannot be computed from its inputs",
+                                       v->name(), which == Subgraph::Forward ? "forward" : "backward"));
+    work.push_back(v);
+  }
+  for (const Node* n : valid)
+    if (n->is_call() && n->has_side_effects())
+      for (const Value* v : n->outputs()) work.push_back(v);
+  while (!work.empty()) {
+    const Value* v = work.back();
+    work.pop_back();
+    if (given.count(v)) continue;
+    const Node* n = v->producer();
+    if (!live.insert(n).second) continue;
+    for (Value* in : n->inputs()) work.push_back(in);
+  }
+  std::vector<const Node*> result;
+  result.reserve(live.size());
+  for (const Node* n : graph.nodes())
+    if (live.count(n)) result.push_back(n);
+  return result;
+}
+
+std::vector<const Node*> autograd_engine_order(std::span<const Node* const> nodes, std::span<Value* const> inputs,
+                                               std::span<Value* const> tangents, std::span<Value* const> outputs) {
+  std::unordered_map<const Node*, std::size_t> position;
+  for (std::size_t i = 0; i < nodes.size(); ++i) position[nodes[i]] = i;
+  std::unordered_set<const Value*> given(inputs.begin(), inputs.end());
+  std::unordered_set<const Value*> tangent_set(tangents.begin(), tangents.end());
+
+  // The first node that reads a tangent; without one the order stays.
+  std::size_t first_bwd = nodes.size();
+  for (std::size_t i = 0; i < nodes.size() && first_bwd == nodes.size(); ++i)
+    for (Value* v : nodes[i]->inputs())
+      if (tangent_set.count(v)) {
+        first_bwd = i;
+        break;
+      }
+  if (first_bwd == nodes.size()) return {nodes.begin(), nodes.end()};
+
+  std::vector<const Node*> order;
+  order.reserve(nodes.size());
+  std::unordered_set<const Node*> placed;
+  std::vector<const Node*> pending;
+  auto place_with_producers = [&](std::vector<const Node*> roots) {
+    pending.clear();
+    std::unordered_set<const Node*> seen;
+    while (!roots.empty()) {
+      const Node* n = roots.back();
+      roots.pop_back();
+      if (placed.count(n) || !seen.insert(n).second) continue;
+      pending.push_back(n);
+      for (Value* v : n->inputs())
+        if (!given.count(v)) roots.push_back(v->producer());
+    }
+    std::sort(pending.begin(), pending.end(), [&](const Node* a, const Node* b) { return position.at(a) < position.at(b); });
+    for (const Node* n : pending) {
+      placed.insert(n);
+      order.push_back(n);
+    }
+  };
+  // copy_ (a mutation of an input) need not read a tangent: it keeps its place.
+  for (std::size_t i = 0; i < first_bwd; ++i)
+    if (nodes[i]->is_call() && nodes[i]->qualified_name() == "aten::copy_") place_with_producers({nodes[i]});
+  for (std::size_t i = first_bwd; i < nodes.size(); ++i) place_with_producers({nodes[i]});
+  std::vector<const Node*> output_producers;
+  for (Value* v : outputs)
+    if (!given.count(v)) output_producers.push_back(v->producer());
+  place_with_producers(std::move(output_producers));
+  // Nodes needed by nothing after the first backward node and by no output (side effects).
+  for (const Node* n : nodes)
+    if (!placed.count(n)) place_with_producers({n});
+  return order;
+}
+
+Graph build_graph(const Graph& graph, std::span<Value* const> inputs, std::span<const Node* const> nodes,
+                  std::span<Value* const> outputs, std::string name) {
+  Graph sub(std::move(name));
+  std::unordered_map<const Value*, Value*> map;
+  for (Value* in : inputs) {
+    if (map.count(in)) throw PartitionError(fmt::format("partition: %{} is given twice as an input of '{}'", in->name(), sub.name()));
+    map[in] = sub.add_input(in->name(), in->type(), in->meta() ? std::optional(*in->meta()) : std::nullopt);
+  }
+  for (const Node* node : nodes) {
+    if (!node->is_call()) {
+      Value* v = node->output();
+      if (map.count(v)) continue;
+      map[v] = sub.add_constant_ref(node->constant_name(), *v->meta(), v->name());
+      auto it = graph.tensor_constants().find(node->constant_name());
+      if (it != graph.tensor_constants().end()) sub.bind_constant(it->first, it->second);
+      sub.nodes().back()->attrs() = node->attrs();
+      continue;
+    }
+    std::vector<Argument> args = node->args();
+    for (Argument& arg : args) arg.remap_values([&](Value* used) { return map.at(used); });
+    std::vector<OutputSpec> specs;
+    specs.reserve(node->num_outputs());
+    for (Value* out : node->outputs()) {
+      // A result given as an input keeps its name there; this copy's result gets a fresh one.
+      std::string out_name = sub.find_value(out->name()) ? std::string() : out->name();
+      specs.push_back({std::move(out_name), out->meta() ? std::optional(*out->meta()) : std::nullopt, out->type()});
+    }
+    Node* copy = sub.add_call(node->op(), std::move(args), std::move(specs));
+    copy->attrs() = node->attrs();
+    for (std::size_t i = 0; i < node->num_outputs(); ++i) map.try_emplace(node->output(i), copy->output(i));
+  }
+  std::vector<Value*> results;
+  results.reserve(outputs.size());
+  for (Value* out : outputs) results.push_back(map.at(out));
+  sub.set_outputs(std::move(results));
+  return sub;
+}
+
+PartitionResult assemble_partition(const Graph& joint, const JointView& view, std::vector<Value*> saved,
+                                   bool autograd_order) {
+  // Each value once, in the order given; tensors before numbers.
+  {
+    std::unordered_set<const Value*> seen;
+    std::vector<Value*> tensors, numbers;
+    for (Value* v : saved) {
+      if (!seen.insert(v).second) continue;
+      (v->is_tensor() ? tensors : numbers).push_back(v);
+    }
+    saved = std::move(tensors);
+    saved.insert(saved.end(), numbers.begin(), numbers.end());
+  }
+  std::vector<Value*> tangents;
+  for (int t : view.tangents) tangents.push_back(view.nodes[static_cast<std::size_t>(t)].value);
+  auto backward_inputs = [&] {
+    std::vector<Value*> inputs = saved;
+    inputs.insert(inputs.end(), tangents.begin(), tangents.end());
+    return inputs;
+  };
+
+  // Drop saved values the backward does not read.
+  {
+    std::vector<Value*> inputs = backward_inputs();
+    std::vector<const Node*> nodes = select_nodes(joint, inputs, view.bwd_outputs, Subgraph::Backward);
+    std::unordered_set<const Value*> read(view.bwd_outputs.begin(), view.bwd_outputs.end());
+    for (const Node* n : nodes)
+      for (Value* v : n->inputs()) read.insert(v);
+    std::erase_if(saved, [&](Value* v) { return !read.count(v); });
+  }
+
+  PartitionResult result;
+  result.num_fwd_outputs = view.fwd_outputs.size();
+  std::vector<Value*> primals;
+  for (int p : view.primals) primals.push_back(view.nodes[static_cast<std::size_t>(p)].value);
+  std::vector<Value*> fwd_outputs = view.fwd_outputs;
+  fwd_outputs.insert(fwd_outputs.end(), saved.begin(), saved.end());
+  {
+    std::vector<const Node*> nodes = select_nodes(joint, primals, fwd_outputs, Subgraph::Forward);
+    result.forward = build_graph(joint, primals, nodes, fwd_outputs, "forward");
+  }
+  {
+    std::vector<Value*> inputs = backward_inputs();
+    std::vector<const Node*> nodes = select_nodes(joint, inputs, view.bwd_outputs, Subgraph::Backward);
+    if (autograd_order) nodes = autograd_engine_order(nodes, inputs, tangents, view.bwd_outputs);
+    result.backward = build_graph(joint, inputs, nodes, view.bwd_outputs, "backward");
+  }
+  for (Value* v : saved) {
+    result.saved_values.push_back(v->name());
+    if (v->is_tensor() && v->meta()) result.saved_bytes += v->meta()->nbytes();
+  }
+  std::unordered_set<std::string> forward_defined;
+  for (const Node* n : result.forward.nodes())
+    if (n->is_call())
+      for (Value* v : n->outputs()) forward_defined.insert(v->name());
+  for (const Node* n : result.backward.nodes()) {
+    if (!n->is_call()) continue;
+    bool again = false;
+    for (Value* v : n->outputs()) again = again || forward_defined.count(v->name());
+    if (again) result.recomputed.push_back(n->label());
+  }
+  return result;
+}
+
+}  // namespace aotpipe::partitioners::detail

@@ -1,0 +1,155 @@
+// aot_function end to end against eager PyTorch: outputs, gradients, inputs after the call,
+// output aliasing, requires_grad and is_leaf of outputs, under both partitioners.
+#include <aotpipe/runtime/aot_function.h>
+#include <aotpipe/stages/partition/default_partition.h>
+#include <aotpipe/stages/partition/min_cut_partition.h>
+
+#include "eager_check.h"
+
+#include <ATen/ATen.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+namespace aotpipe {
+namespace {
+
+struct Case {
+  std::string name;
+  Function fn;
+  std::function<TensorList()> make_inputs;
+};
+
+at::Tensor param(std::vector<int64_t> sizes) { return torch::randn(sizes).requires_grad_(true); }
+
+std::vector<Case> cases() {
+  std::vector<Case> c;
+  c.push_back({"mlp",
+               [](const TensorList& a) { return TensorList{at::relu(at::addmm(a[2], a[0], a[1])).sum(1)}; },
+               [] { return TensorList{torch::randn({8, 16}), param({16, 32}), param({32})}; }});
+  c.push_back({"cos_cos_cos", [](const TensorList& a) { return TensorList{a[0].cos().cos().cos()}; },
+               [] { return TensorList{param({64})}; }});
+  c.push_back({"input_mutation_non_leaf",
+               [](const TensorList& a) {
+                 a[0].mul_(2);
+                 return TensorList{a[0] * 3};
+               },
+               [] { return TensorList{param({3, 3}).clone()}; }});
+  c.push_back({"buffer_mutation",
+               [](const TensorList& a) {
+                 a[1].mul_(0.9).add_(a[0].detach().mean(0), 0.1);
+                 return TensorList{(a[0] - a[1]).pow(2).sum()};
+               },
+               [] { return TensorList{param({4, 5}), torch::zeros({5})}; }});
+  c.push_back({"metadata_mutation",
+               [](const TensorList& a) {
+                 a[0].t_();
+                 return TensorList{a[0] * a[1]};
+               },
+               [] { return TensorList{torch::randn({2, 3}), param({3, 2})}; }});
+  c.push_back({"outputs_alias_input",
+               [](const TensorList& a) { return TensorList{a[0].view(-1), a[0].t(), a[0] * 2}; },
+               [] { return TensorList{param({3, 4})}; }});
+  c.push_back({"outputs_alias_intermediate",
+               [](const TensorList& a) {
+                 at::Tensor y = a[0] * 2;
+                 return TensorList{y.view(-1), y.t(), y.detach()};
+               },
+               [] { return TensorList{param({3, 4})}; }});
+  c.push_back({"intermediate_and_its_view",
+               [](const TensorList& a) {
+                 at::Tensor y = a[0].exp();
+                 return TensorList{y, y.view(-1)};
+               },
+               [] { return TensorList{param({2, 5})}; }});
+  c.push_back({"returns_input", [](const TensorList& a) { return TensorList{a[0], a[1].sin()}; },
+               [] { return TensorList{param({3}), param({3})}; }});
+  c.push_back({"duplicate_inputs_unmutated", [](const TensorList& a) { return TensorList{a[0] * a[1]}; },
+               [] {
+                 at::Tensor x = param({4});
+                 return TensorList{x, x};
+               }});
+  c.push_back({"duplicate_inputs_mutated",
+               [](const TensorList& a) {
+                 a[0].add_(1);
+                 return TensorList{a[0] * a[1]};
+               },
+               [] {
+                 at::Tensor x = torch::randn({4});
+                 return TensorList{x, x};
+               }});
+  c.push_back({"aliased_inputs_mutated",
+               [](const TensorList& a) {
+                 a[0].mul_(2);
+                 return TensorList{a[0] + a[1].sum()};
+               },
+               [] {
+                 at::Tensor base = param({4}).clone();
+                 return TensorList{base.view({2, 2}), base.view({4})};
+               }});
+  c.push_back({"no_grad_inference",
+               [](const TensorList& a) { return TensorList{at::softmax(a[0], 1), a[0].view(-1)}; },
+               [] { return TensorList{torch::randn({3, 7})}; }});
+  c.push_back({"unused_input_gradient", [](const TensorList& a) { return TensorList{a[0] * 2}; },
+               [] { return TensorList{param({3}), param({3})}; }});
+  return c;
+}
+
+class AotFunction : public ::testing::TestWithParam<std::tuple<std::string, bool>> {};
+
+TEST_P(AotFunction, MatchesEager) {
+  const auto& [name, min_cut] = GetParam();
+  for (const Case& c : cases()) {
+    if (c.name != name) continue;
+    AotConfig config;
+    config.partition_fn = min_cut ? partitioners::min_cut_rematerialization_partition() : partitioners::default_partition();
+    CompiledFunction compiled = aot_function(c.fn, config);
+    testing::expect_matches_eager(c.fn, compiled, c.make_inputs, c.name);
+    // A second call reuses the compile.
+    testing::expect_matches_eager(c.fn, compiled, c.make_inputs, c.name + " (second call)");
+    EXPECT_EQ(compiled.num_compiled(), 1u);
+    return;
+  }
+  FAIL() << "no case " << name;
+}
+
+std::vector<std::tuple<std::string, bool>> all_params() {
+  std::vector<std::tuple<std::string, bool>> p;
+  for (const Case& c : cases()) {
+    p.emplace_back(c.name, true);
+    p.emplace_back(c.name, false);
+  }
+  return p;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, AotFunction, ::testing::ValuesIn(all_params()), [](const auto& info) {
+  return std::get<0>(info.param) + (std::get<1>(info.param) ? "_min_cut" : "_default");
+});
+
+TEST(AotFunctionRuntime, NewSignatureRecompiles) {
+  CompiledFunction f = aot_function([](const TensorList& a) { return TensorList{a[0] * 2}; });
+  f({torch::randn({3})});
+  f({torch::randn({3})});
+  EXPECT_EQ(f.num_compiled(), 1u);
+  f({torch::randn({4})});
+  f({torch::randn({3}, torch::requires_grad())});
+  EXPECT_EQ(f.num_compiled(), 3u);
+}
+
+TEST(AotFunctionRuntime, DoubleBackwardRaisesAClearError) {
+  CompiledFunction f = aot_function([](const TensorList& a) { return TensorList{a[0].sin()}; });
+  at::Tensor x = torch::randn({3}, torch::requires_grad());
+  // First order works.
+  auto g = torch::autograd::grad({f({x})[0].sum()}, {x});
+  EXPECT_TRUE(at::allclose(g[0], x.cos()));
+  // create_graph (what double backward needs) is refused, never silently wrong.
+  try {
+    torch::autograd::grad({f({x})[0].sum()}, {x}, {}, /*retain_graph=*/true, /*create_graph=*/true);
+    FAIL() << "expected an error";
+  } catch (const std::exception& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("double backward"));
+  }
+}
+
+}  // namespace
+}  // namespace aotpipe
