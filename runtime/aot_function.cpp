@@ -30,7 +30,7 @@ Pipeline<CompileState> default_compile_pipeline() {
 
 Scheduler& default_compile_scheduler() {
   static Scheduler* scheduler = [] {
-    propagate_torch_thread_state();
+    propagate_torch_thread_state().release();  // for the rest of the process
     return new Scheduler();  // never destroyed: compiled functions may outlive static teardown
   }();
   return *scheduler;
