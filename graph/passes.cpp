@@ -54,30 +54,36 @@ Graph extract_subgraph(const Graph& graph, std::span<Value* const> inputs, std::
     bool all_given = true;
     for (Value* v : node->outputs()) all_given = all_given && map.count(v);
     if (all_given) continue;
-    if (!node->is_call()) {
-      Value* v = node->output();
-      auto it = graph.tensor_constants().find(node->constant_name());
-      map[v] = sub.add_constant_ref(node->constant_name(), *v->meta(), v->name());
-      if (it != graph.tensor_constants().end()) sub.bind_constant(it->first, it->second);
-      sub.nodes().back()->attrs() = node->attrs();
-      continue;
-    }
-    std::vector<Argument> args = node->args();
-    for (Argument& arg : args) arg.remap_values([&](Value* used) { return map.at(used); });
-    std::vector<OutputSpec> specs;
-    for (Value* out : node->outputs()) {
-      // A sibling value given as an input keeps its name; this copy gets a fresh one.
-      std::string out_name = sub.find_value(out->name()) ? std::string() : out->name();
-      specs.push_back({std::move(out_name), out->meta() ? std::optional(*out->meta()) : std::nullopt, out->type()});
-    }
-    Node* copy = sub.add_call(node->op(), std::move(args), std::move(specs));
-    copy->attrs() = node->attrs();
-    for (std::size_t i = 0; i < node->num_outputs(); ++i) map.try_emplace(node->output(i), copy->output(i));
+    copy_node(sub, graph, *node, map);
   }
   std::vector<Value*> results;
   for (Value* out : outputs) results.push_back(map.at(out));
   sub.set_outputs(std::move(results));
   return sub;
+}
+
+void copy_node(Graph& target, const Graph& source, const Node& node, std::unordered_map<const Value*, Value*>& map) {
+  if (!node.is_call()) {
+    Value* v = node.output();
+    if (map.count(v)) return;
+    map[v] = target.add_constant_ref(node.constant_name(), *v->meta(), v->name());
+    auto it = source.tensor_constants().find(node.constant_name());
+    if (it != source.tensor_constants().end()) target.bind_constant(it->first, it->second);
+    target.nodes().back()->attrs() = node.attrs();
+    return;
+  }
+  std::vector<Argument> args = node.args();
+  for (Argument& arg : args) arg.remap_values([&](Value* used) { return map.at(used); });
+  std::vector<OutputSpec> specs;
+  specs.reserve(node.num_outputs());
+  for (Value* out : node.outputs()) {
+    // A result given as an input keeps its name there; this copy's result gets a fresh one.
+    std::string out_name = target.find_value(out->name()) ? std::string() : out->name();
+    specs.push_back({std::move(out_name), out->meta() ? std::optional(*out->meta()) : std::nullopt, out->type()});
+  }
+  Node* copy = target.add_call(node.op(), std::move(args), std::move(specs));
+  copy->attrs() = node.attrs();
+  for (std::size_t i = 0; i < node.num_outputs(); ++i) map.try_emplace(node.output(i), copy->output(i));
 }
 
 }  // namespace aotpipe

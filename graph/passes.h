@@ -4,6 +4,7 @@
 
 #include <span>
 #include <string>
+#include <unordered_map>
 
 namespace aotpipe {
 
@@ -18,5 +19,11 @@ std::size_t eliminate_dead_code(Graph& graph);
 // not among `inputs`. Tensor constants used are carried over.
 Graph extract_subgraph(const Graph& graph, std::span<Value* const> inputs, std::span<Value* const> outputs,
                        std::string name = "subgraph");
+
+// Appends a copy of `node` (a call or a tensor constant of `source`) to `target`: arguments
+// are read through `map`, which must hold every value the node reads; results keep their names
+// unless `target` already has the name; attributes and the constant's bound tensor come along.
+// Records the copy's results in `map` (a result already mapped stays as it is).
+void copy_node(Graph& target, const Graph& source, const Node& node, std::unordered_map<const Value*, Value*>& map);
 
 }  // namespace aotpipe

@@ -179,6 +179,24 @@ bool is_data_dependent(std::string_view name) {
   return ops.count(name) > 0;
 }
 
+// Replaces each tensor of a stack entry (a Tensor, a Tensor[], or, when `optional_list` says the
+// schema type is Tensor?[], a list of optional tensors) by f(tensor).
+template <class F>
+void map_tensors(c10::IValue& value, bool optional_list, F&& f) {
+  if (value.isTensor()) {
+    value = f(value.toTensor());
+  } else if (value.isTensorList()) {
+    std::vector<at::Tensor> v;
+    for (const at::Tensor& t : value.toTensorList()) v.push_back(f(t));
+    value = std::move(v);
+  } else if (optional_list && value.isList()) {
+    c10::List<std::optional<at::Tensor>> v;
+    for (const c10::IValue& e : value.toListRef())
+      v.push_back(e.isTensor() ? std::optional<at::Tensor>(f(e.toTensor())) : std::nullopt);
+    value = std::move(v);
+  }
+}
+
 std::string error_text(const std::exception& e) {
   if (const auto* c10e = dynamic_cast<const c10::Error*>(&e)) return c10e->what_without_backtrace();
   return e.what();
@@ -419,21 +437,8 @@ void trace_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*ks*/, t
         if (call.inner_inputs[k].unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) return call.real_inputs[k];
       return t;
     };
-    for (std::size_t i = first; i < stack->size(); ++i) {
-      auto& a = (*stack)[i];
-      if (a.isTensor()) {
-        a = to_real(a.toTensor());
-      } else if (a.isTensorList()) {
-        std::vector<at::Tensor> v;
-        for (const at::Tensor& t : a.toTensorList()) v.push_back(to_real(t));
-        a = std::move(v);
-      } else if (a.isList() && is_tensor_list_type(schema.arguments()[i - first])) {
-        c10::List<std::optional<at::Tensor>> v;
-        for (const c10::IValue& e : a.toListRef())
-          v.push_back(e.isTensor() ? std::optional<at::Tensor>(to_real(e.toTensor())) : std::nullopt);
-        a = std::move(v);
-      }
-    }
+    for (std::size_t i = first; i < stack->size(); ++i)
+      map_tensors((*stack)[i], is_tensor_list_type(schema.arguments()[i - first]), to_real);
     try {
       op.callBoxed(stack);
     } catch (const std::exception& e) {
@@ -456,16 +461,7 @@ void trace_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*ks*/, t
               .set_(call.inner_inputs[k].storage(), r.storage_offset(), r.sizes(), r.strides());
       return at::empty_strided(r.sizes(), r.strides(), r.options().device(c10::kMeta));
     };
-    for (std::size_t i = ret_first; i < stack->size(); ++i) {
-      auto& r = (*stack)[i];
-      if (r.isTensor()) {
-        r = to_meta(r.toTensor());
-      } else if (r.isTensorList()) {
-        std::vector<at::Tensor> v;
-        for (const at::Tensor& t : r.toTensorList()) v.push_back(to_meta(t));
-        r = std::move(v);
-      }
-    }
+    for (std::size_t i = ret_first; i < stack->size(); ++i) map_tensors((*stack)[i], /*optional_list=*/false, to_meta);
   }
 
   // Metadata of written arguments may have changed (t_, as_strided_, resize_...).

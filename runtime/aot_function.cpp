@@ -89,8 +89,12 @@ struct CompiledFunction::Impl {
       std::lock_guard lock(mutex);
       if (auto it = cache.find(key); it != cache.end()) return it->second;
     }
-    auto compiled = std::make_shared<const CompileOutput>(
-        compile(fmt::format("{}#{}", name, cache.size()), fn, args, config));
+    std::size_t serial = 0;
+    {
+      std::lock_guard lock(mutex);
+      serial = cache.size();
+    }
+    auto compiled = std::make_shared<const CompileOutput>(compile(fmt::format("{}#{}", name, serial), fn, args, config));
     std::lock_guard lock(mutex);
     return cache.emplace(key, std::move(compiled)).first->second;
   }

@@ -1,5 +1,6 @@
 #include <aotpipe/runtime/aot_runtime.h>
 #include <aotpipe/stages/common/aliasing.h>
+#include <aotpipe/stages/joint/joint.h>
 
 #include <ATen/ATen.h>
 #include <fmt/format.h>
@@ -13,10 +14,6 @@ namespace {
 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
-
-bool is_plain_output(OutputType t) {
-  return t == OutputType::non_alias || t == OutputType::unsafe_view_alias || t == OutputType::custom_function_view;
-}
 
 // Which forward returns go through autograd: everything but metadata-only input mutations and
 // aliased outputs (Python wraps those in TensorAlias so autograd.Function never sees them).
@@ -57,7 +54,7 @@ struct CompiledAutogradFunction : torch::autograd::Function<CompiledAutogradFunc
     fw_outs.resize(num_returns);
     ctx->saved_data["artifacts"] = c10::IValue::make_capsule(c10::make_intrusive<ArtifactsHolder>(frame->artifacts));
 
-    const auto mask = autograd_return_mask(a.meta);
+    const auto& mask = a.autograd_returns;
     const std::size_t num_mutated = a.meta.mutated_inp_runtime_indices.size();
     variable_list returns;
     std::vector<at::Tensor> non_differentiable;
@@ -84,7 +81,7 @@ struct CompiledAutogradFunction : torch::autograd::Function<CompiledAutogradFunc
           "aotpipe ({}): double backward (create_graph=True) through a compiled function is not supported: the "
           "compiled backward graph is not differentiable",
           a->name));
-    const auto returns_mask = autograd_return_mask(a->meta);
+    const auto& returns_mask = a->autograd_returns;
     TensorList bw_args = ctx->get_saved_variables();
     std::size_t grad_index = 0;
     for (std::size_t i = 0; i < returns_mask.size(); ++i) {
@@ -147,7 +144,7 @@ RuntimeFn make_runtime(std::shared_ptr<const CompiledArtifacts> artifacts) {
       args.clear();
       // Put the autograd-tracked returns back in place of the raw ones.
       all = std::move(frame.all_returns);
-      const auto mask = autograd_return_mask(meta);
+      const auto& mask = a.autograd_returns;
       std::size_t k = 0;
       for (std::size_t i = 0; i < all.size(); ++i)
         if (mask[i]) all[i] = through_autograd[k++];
@@ -211,14 +208,8 @@ std::shared_ptr<const CompiledArtifacts> artifacts_of(const CompileState& state)
     for (std::size_t i = 0; i < state.args.size(); ++i)
       if (state.args[i].defined() && state.args[i].requires_grad()) a->grad_primals.push_back(i);
     a->undefined_grads = state.undefined_grads;
-    // Tangents: the joint's tangent inputs follow forward_tangent_mask (see stages/joint).
-    const auto& m = state.meta;
-    for (std::size_t i : m.mutated_inp_runtime_indices) {
-      const auto& in = m.input_info[i];
-      a->tangent_mask.push_back(in.mutates_data && in.requires_grad);
-    }
-    for (const auto& out : m.output_info) a->tangent_mask.push_back(is_plain_output(out.output_type) && out.requires_grad);
-    for (std::size_t i = 0; i < m.num_intermediate_bases; ++i) a->tangent_mask.push_back(true);
+    a->tangent_mask = forward_tangent_mask(state.meta);  // the joint's tangent inputs
+    a->autograd_returns = autograd_return_mask(state.meta);
   }
   return a;
 }

@@ -17,6 +17,9 @@ struct CompiledArtifacts {
   CompiledGraph backward;    // saved values + tangents -> gradients of the grad-requiring primals
   std::size_t num_saved = 0;
   std::vector<bool> tangent_mask;               // per forward return
+  // Per forward return: goes through autograd (not a metadata-only input mutation or an aliased
+  // output, which Python wraps in TensorAlias).
+  std::vector<bool> autograd_returns;
   std::vector<std::size_t> grad_primals;        // primal index of each backward output
   std::vector<std::size_t> undefined_grads;     // backward outputs autograd left undefined
 };

@@ -76,8 +76,7 @@ ViewAndMutationMeta remove_dupe_metadata(const ViewAndMutationMeta& m, const std
   std::size_t num_input_tangents = 0;
   std::vector<bool> keep_tangent;
   for (std::size_t i = 0; i < m.input_info.size(); ++i) {
-    const auto& info = m.input_info[i];
-    if (info.mutation_type() == MutationType::MutatedOutGraph && info.mutates_data && info.requires_grad) {
+    if (m.input_info[i].gets_tangent()) {
       keep_tangent.push_back(keep_arg_mask[i]);
       ++num_input_tangents;
     }

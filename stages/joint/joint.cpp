@@ -36,15 +36,8 @@ Function prepare_forward(Function fn, const ViewAndMutationMeta& meta, bool trai
 
 std::vector<bool> forward_tangent_mask(const ViewAndMutationMeta& meta) {
   std::vector<bool> mask;
-  for (std::size_t i : meta.mutated_inp_runtime_indices) {
-    const auto& info = meta.input_info[i];
-    mask.push_back(info.mutates_data && info.requires_grad);
-  }
-  for (const auto& out : meta.output_info) {
-    const bool plain = out.output_type == OutputType::non_alias || out.output_type == OutputType::unsafe_view_alias ||
-                       out.output_type == OutputType::custom_function_view;
-    mask.push_back(plain && out.requires_grad);
-  }
+  for (std::size_t i : meta.mutated_inp_runtime_indices) mask.push_back(meta.input_info[i].gets_tangent());
+  for (const auto& out : meta.output_info) mask.push_back(out.gets_tangent());
   for (std::size_t i = 0; i < meta.num_intermediate_bases; ++i) mask.push_back(true);
   return mask;
 }

@@ -224,18 +224,10 @@ ViewAndMutationMeta collect_metadata(const Function& fn, const TensorList& examp
 
     // Tangents: data-mutated inputs the runtime applies and that require grad, differentiable
     // non-aliased outputs, intermediate bases.
-    for (std::size_t i = 0; i < t.inputs.size(); ++i) {
-      const auto& info = meta.input_info[i];
-      if (info.mutation_type() == MutationType::MutatedOutGraph && info.mutates_data && info.requires_grad)
-        meta.traced_tangents.push_back(tangent_meta(t.inputs[i]));
-    }
-    for (std::size_t i = 0; i < t.outputs.size(); ++i) {
-      const auto& info = meta.output_info[i];
-      const bool plain = info.output_type == OutputType::non_alias ||
-                         info.output_type == OutputType::unsafe_view_alias ||
-                         info.output_type == OutputType::custom_function_view;
-      if (plain && info.requires_grad) meta.traced_tangents.push_back(tangent_meta(t.outputs[i]));
-    }
+    for (std::size_t i = 0; i < t.inputs.size(); ++i)
+      if (meta.input_info[i].gets_tangent()) meta.traced_tangents.push_back(tangent_meta(t.inputs[i]));
+    for (std::size_t i = 0; i < t.outputs.size(); ++i)
+      if (meta.output_info[i].gets_tangent()) meta.traced_tangents.push_back(tangent_meta(t.outputs[i]));
     for (const auto& base : outputs.intermediate_bases) meta.traced_tangents.push_back(tangent_meta(base));
   };
   trace_program(fn, example_args, std::move(trace_options));

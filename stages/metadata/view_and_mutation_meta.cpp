@@ -41,10 +41,11 @@ MutationType InputAliasInfo::mutation_type() const {
   return in_graph ? MutationType::MutatedInGraph : MutationType::MutatedOutGraph;
 }
 
-namespace {
-bool is_non_aliased(OutputType t) {
+bool is_plain_output(OutputType t) {
   return t == OutputType::non_alias || t == OutputType::unsafe_view_alias || t == OutputType::custom_function_view;
 }
+
+namespace {
 bool is_alias_of_intermediate(OutputType t) {
   return t == OutputType::alias_of_intermediate || t == OutputType::alias_of_intermediate_save_as_output ||
          t == OutputType::alias_of_intermediate_base_is_user_output;
@@ -68,9 +69,9 @@ void ViewAndMutationMeta::finalize() {
   num_outputs_non_aliased = num_outputs_aliased_to_inputs = num_outputs_aliased_to_intermediates = 0;
   for (std::size_t i = 0; i < output_info.size(); ++i) {
     const OutputType t = output_info[i].output_type;
-    if (!is_non_aliased(t)) aliased_out_indices.push_back(i);
+    if (!is_plain_output(t)) aliased_out_indices.push_back(i);
     if (t == OutputType::unsafe_view_alias) unsafe_view_out_indices.push_back(i);
-    if (is_non_aliased(t)) ++num_outputs_non_aliased;
+    if (is_plain_output(t)) ++num_outputs_non_aliased;
     if (t == OutputType::alias_of_input || t == OutputType::is_input) ++num_outputs_aliased_to_inputs;
     if (is_alias_of_intermediate(t)) ++num_outputs_aliased_to_intermediates;
   }

@@ -34,6 +34,10 @@ enum class OutputType {
 std::string_view to_string(MutationType type);
 std::string_view to_string(OutputType type);
 
+// non_alias, unsafe_view_alias and custom_function_view: returned as they are, never regenerated
+// from a base (the other types are "aliased outputs").
+bool is_plain_output(OutputType type);
+
 struct InputAliasInfo {
   bool is_leaf = true;
   bool mutates_data = false;
@@ -46,6 +50,11 @@ struct InputAliasInfo {
 
   // PyTorch's _check_if_mutation_can_be_in_graph; throws when a set_() cannot stay in the graph.
   MutationType mutation_type() const;
+  // The backward receives a tangent for the input's updated value: a data mutation the runtime
+  // applies (MUTATED_OUT_GRAPH) to an input that requires grad.
+  bool gets_tangent() const {
+    return mutates_data && requires_grad && mutation_type() == MutationType::MutatedOutGraph;
+  }
   bool operator==(const InputAliasInfo&) const = default;
 };
 
@@ -56,6 +65,8 @@ struct OutputAliasInfo {
   std::optional<std::size_t> base_idx;
   bool requires_grad = false;
   TensorMeta meta;  // the output's sizes/strides/offset/dtype/device as traced
+  // The backward receives a tangent for this output: a plain output that requires grad.
+  bool gets_tangent() const { return is_plain_output(output_type) && requires_grad; }
   bool operator==(const OutputAliasInfo&) const = default;
 };
 

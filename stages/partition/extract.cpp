@@ -1,3 +1,4 @@
+#include <aotpipe/graph/passes.h>
 #include <aotpipe/stages/partition/internal/extract.h>
 
 #include <fmt/format.h>
@@ -116,29 +117,7 @@ Graph build_graph(const Graph& graph, std::span<Value* const> inputs, std::span<
     if (map.count(in)) throw PartitionError(fmt::format("partition: %{} is given twice as an input of '{}'", in->name(), sub.name()));
     map[in] = sub.add_input(in->name(), in->type(), in->meta() ? std::optional(*in->meta()) : std::nullopt);
   }
-  for (const Node* node : nodes) {
-    if (!node->is_call()) {
-      Value* v = node->output();
-      if (map.count(v)) continue;
-      map[v] = sub.add_constant_ref(node->constant_name(), *v->meta(), v->name());
-      auto it = graph.tensor_constants().find(node->constant_name());
-      if (it != graph.tensor_constants().end()) sub.bind_constant(it->first, it->second);
-      sub.nodes().back()->attrs() = node->attrs();
-      continue;
-    }
-    std::vector<Argument> args = node->args();
-    for (Argument& arg : args) arg.remap_values([&](Value* used) { return map.at(used); });
-    std::vector<OutputSpec> specs;
-    specs.reserve(node->num_outputs());
-    for (Value* out : node->outputs()) {
-      // A result given as an input keeps its name there; this copy's result gets a fresh one.
-      std::string out_name = sub.find_value(out->name()) ? std::string() : out->name();
-      specs.push_back({std::move(out_name), out->meta() ? std::optional(*out->meta()) : std::nullopt, out->type()});
-    }
-    Node* copy = sub.add_call(node->op(), std::move(args), std::move(specs));
-    copy->attrs() = node->attrs();
-    for (std::size_t i = 0; i < node->num_outputs(); ++i) map.try_emplace(node->output(i), copy->output(i));
-  }
+  for (const Node* node : nodes) copy_node(sub, graph, *node, map);
   std::vector<Value*> results;
   results.reserve(outputs.size());
   for (Value* out : outputs) results.push_back(map.at(out));

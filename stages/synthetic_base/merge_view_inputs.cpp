@@ -212,7 +212,7 @@ std::pair<ViewAndMutationMeta, std::vector<std::size_t>> create_synthetic_base_m
   // Tangents: one per data-mutated inner input that requires grad, then the old non-input ones.
   std::size_t old_input_tangents = 0;
   for (const auto& in : m.input_info)
-    if (in.mutation_type() == MutationType::MutatedOutGraph && in.mutates_data && in.requires_grad) ++old_input_tangents;
+    if (in.gets_tangent()) ++old_input_tangents;
   for (std::size_t inner = 0; inner < inner_args.size(); ++inner)
     if (out.input_info[inner].mutates_data && out.input_info[inner].requires_grad)
       out.traced_tangents.push_back(TensorMeta::contiguous(inner_args[inner].sizes().vec(),

@@ -196,11 +196,8 @@ ViewAndMutationMeta collect(const MetadataCase& c, const TensorList& inputs) {
 
 // What must not change in an example input: metadata, values, storage, version, autograd state.
 struct InputSnapshot {
-  std::vector<int64_t> sizes, strides;
-  int64_t offset = 0;
-  at::ScalarType dtype{};
-  at::Device device{at::kCPU};
-  bool requires_grad = false, is_leaf = true;
+  TensorMeta meta;  // sizes, strides, offset, dtype, device, requires_grad
+  bool is_leaf = true;
   const void* storage = nullptr;
   const void* data = nullptr;
   int64_t version = 0;
@@ -210,12 +207,7 @@ struct InputSnapshot {
 
 InputSnapshot snapshot(const at::Tensor& t) {
   InputSnapshot s;
-  s.sizes = t.sizes().vec();
-  s.strides = t.strides().vec();
-  s.offset = t.storage_offset();
-  s.dtype = t.scalar_type();
-  s.device = t.device();
-  s.requires_grad = t.requires_grad();
+  s.meta = TensorMeta::of(t);
   s.is_leaf = t.is_leaf();
   s.storage = t.storage().unsafeGetStorageImpl();
   s.data = t.data_ptr();
@@ -227,12 +219,7 @@ InputSnapshot snapshot(const at::Tensor& t) {
 
 void expect_unchanged(const InputSnapshot& s, const at::Tensor& t, size_t i) {
   SCOPED_TRACE("input " + std::to_string(i));
-  EXPECT_EQ(t.sizes().vec(), s.sizes);
-  EXPECT_EQ(t.strides().vec(), s.strides);
-  EXPECT_EQ(t.storage_offset(), s.offset);
-  EXPECT_EQ(t.scalar_type(), s.dtype);
-  EXPECT_EQ(t.device(), s.device);
-  EXPECT_EQ(t.requires_grad(), s.requires_grad);
+  EXPECT_EQ(TensorMeta::of(t), s.meta);
   EXPECT_EQ(t.is_leaf(), s.is_leaf);
   EXPECT_EQ(static_cast<const void*>(t.storage().unsafeGetStorageImpl()), s.storage) << "storage swapped";
   EXPECT_EQ(static_cast<const void*>(t.data_ptr()), s.data);
