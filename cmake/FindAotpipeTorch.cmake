@@ -9,6 +9,10 @@
 #
 # Looked up, in order: -DAOTPIPE_TORCH_DIR=<site-packages>/torch, $AOTPIPE_TORCH_DIR,
 # then `import torch` with $AOTPIPE_PYTHON, else python3.
+#
+# AOTPIPE_TORCH_CUDA: AUTO (default) links libc10_cuda and libtorch's CUDA kernels where the
+# wheel has them; ON requires them; OFF links only libtorch_cpu and libc10: CPU tensors only, and
+# none of libtorch_cuda, cuBLAS, cuDNN, NCCL... is loaded. The Conan recipe's with_cuda sets it.
 if(TARGET aotpipe::torch)
   set(AotpipeTorch_FOUND TRUE)
   return()
@@ -38,10 +42,22 @@ foreach(_lib torch torch_cpu c10)
 endforeach()
 find_library(AotpipeTorch_c10_cuda_LIBRARY c10_cuda PATHS ${AOTPIPE_TORCH_DIR}/lib NO_DEFAULT_PATH)
 
+if(NOT DEFINED AOTPIPE_TORCH_CUDA OR AOTPIPE_TORCH_CUDA STREQUAL "" OR AOTPIPE_TORCH_CUDA STREQUAL "AUTO")
+  set(_aotpipe_torch_cuda AUTO)
+elseif(AOTPIPE_TORCH_CUDA)
+  set(_aotpipe_torch_cuda ON)
+else()
+  set(_aotpipe_torch_cuda OFF)
+endif()
+set(_aotpipe_torch_required AotpipeTorch_INCLUDE_DIR AotpipeTorch_torch_LIBRARY AotpipeTorch_torch_cpu_LIBRARY
+                            AotpipeTorch_c10_LIBRARY)
+if(_aotpipe_torch_cuda STREQUAL "ON")
+  list(APPEND _aotpipe_torch_required AotpipeTorch_c10_cuda_LIBRARY)
+endif()
+
 include(FindPackageHandleStandardArgs)
 find_package_handle_standard_args(AotpipeTorch
-  REQUIRED_VARS AotpipeTorch_INCLUDE_DIR AotpipeTorch_torch_LIBRARY AotpipeTorch_torch_cpu_LIBRARY
-                AotpipeTorch_c10_LIBRARY
+  REQUIRED_VARS ${_aotpipe_torch_required}
   FAIL_MESSAGE "torch not found: run scripts/setup, or pass -DAOTPIPE_TORCH_DIR=<site-packages>/torch")
 
 if(AotpipeTorch_FOUND)
@@ -63,12 +79,16 @@ if(AotpipeTorch_FOUND)
       "${_aotpipe_torch_inc};${_aotpipe_torch_inc}/torch/csrc/api/include"
     INTERFACE_INCLUDE_DIRECTORIES
       "${_aotpipe_torch_inc};${_aotpipe_torch_inc}/torch/csrc/api/include")
-  set(_aotpipe_torch_libs ${AotpipeTorch_torch_LIBRARY} ${AotpipeTorch_torch_cpu_LIBRARY} ${AotpipeTorch_c10_LIBRARY})
-  if(AotpipeTorch_c10_cuda_LIBRARY)
-    list(APPEND _aotpipe_torch_libs ${AotpipeTorch_c10_cuda_LIBRARY})
+  if(_aotpipe_torch_cuda STREQUAL "OFF")
+    target_link_libraries(aotpipe::torch INTERFACE ${AotpipeTorch_torch_cpu_LIBRARY} ${AotpipeTorch_c10_LIBRARY})
+  else()
+    set(_aotpipe_torch_libs ${AotpipeTorch_torch_LIBRARY} ${AotpipeTorch_torch_cpu_LIBRARY} ${AotpipeTorch_c10_LIBRARY})
+    if(AotpipeTorch_c10_cuda_LIBRARY)
+      list(APPEND _aotpipe_torch_libs ${AotpipeTorch_c10_cuda_LIBRARY})
+    endif()
+    # --no-as-needed: libtorch.so has no symbols we call, but loading it registers the CUDA kernels.
+    target_link_libraries(aotpipe::torch INTERFACE "-Wl,--no-as-needed" ${_aotpipe_torch_libs} "-Wl,--as-needed")
   endif()
-  # --no-as-needed: libtorch.so has no symbols we call, but loading it registers the CUDA kernels.
-  target_link_libraries(aotpipe::torch INTERFACE "-Wl,--no-as-needed" ${_aotpipe_torch_libs} "-Wl,--as-needed")
   target_link_options(aotpipe::torch INTERFACE "-Wl,-rpath,${AOTPIPE_TORCH_DIR}/lib")
 endif()
 

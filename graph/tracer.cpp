@@ -529,6 +529,28 @@ void trace_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*ks*/, t
 
 TORCH_LIBRARY_IMPL(_, Fake, m) { m.fallback(torch::CppFunction::makeFromBoxedFunction<&trace_fallback>()); }
 
+// C++'s batch_norm (what torch::nn::BatchNorm*d calls) reaches aten::native_batch_norm, which
+// updates running_mean/running_var in place although its schema does not say so: functionalization
+// would miss the mutation and leave it in the graph as a hidden side effect on the inputs. PyTorch
+// decomposes the op on the Autograd key for AOTAutograd into _native_batch_norm_legit*, whose
+// schemas declare the mutation (torch/_decomp/decompositions.py, native_batch_norm_decomposition);
+// so do we, for tracing tensors only (their autograd key is AutogradPrivateUse1).
+std::tuple<at::Tensor, at::Tensor, at::Tensor> traced_native_batch_norm(
+    const at::Tensor& input, const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
+    const std::optional<at::Tensor>& running_mean, const std::optional<at::Tensor>& running_var, bool training,
+    double momentum, double eps) {
+  const bool has_mean = running_mean && running_mean->defined();
+  const bool has_var = running_var && running_var->defined();
+  if (!has_mean && !has_var) return at::_native_batch_norm_legit(input, weight, bias, training, momentum, eps);
+  TORCH_CHECK(has_mean && has_var, "native_batch_norm: running_mean and running_var must both be given or both be None");
+  at::Tensor mean = *running_mean;
+  at::Tensor var = *running_var;
+  if (training) return at::_native_batch_norm_legit(input, weight, bias, mean, var, training, momentum, eps);
+  return at::_native_batch_norm_legit_no_training(input, weight, bias, mean, var, momentum, eps);
+}
+
+TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) { m.impl("native_batch_norm", TORCH_FN(traced_native_batch_norm)); }
+
 // ---------------------------------------------------------------------------------------------
 // Driving a trace.
 
@@ -707,7 +729,11 @@ struct Tracer {
         const auto& keep = st->options.keep_input_mutations_in_graph;
         if (k < keep.size() && keep[k]) {
           Value* input = st->graph.inputs()[k];
-          if (final_value != input) st->graph.add_call("aten::copy_", {input, final_value}, {}, nullptr);
+          // A set_() swapped the input's storage: keep it as set_ (PyTorch's apply_in_graph_mutations),
+          // so the caller's tensor ends up sharing the new storage; a data mutation is a copy_.
+          if (final_value != input)
+            st->graph.add_call(info.mutates_storage ? "aten::set_.source_Tensor" : "aten::copy_", {input, final_value},
+                               {}, nullptr);
         } else if (st->options.return_mutated_inputs) {
           info.mutated_output_index = outputs.size();
           outputs.push_back(final_value);
@@ -780,6 +806,7 @@ TraceResult trace_joint(const TraceFunction& fn, const TensorList& example_input
     std::size_t num_tangents = 0;
     std::size_t num_grads = 0;
     std::vector<std::size_t> undefined_grads;
+    std::vector<std::size_t> grad_inputs;
     TensorList outs = tracer.run([&] {
       const TensorList primals = tracer.traced_inputs;
       TensorList fw_outs = fn(primals);
@@ -811,8 +838,11 @@ TraceResult trace_joint(const TraceFunction& fn, const TensorList& example_input
       }
       num_tangents = tangents.size();
       std::vector<at::Tensor> wrt;
-      for (const auto& p : primals)
-        if (p.requires_grad()) wrt.push_back(p);
+      for (std::size_t i = 0; i < primals.size(); ++i)
+        if (primals[i].requires_grad()) {
+          wrt.push_back(primals[i]);
+          grad_inputs.push_back(i);
+        }
       TensorList result = fw_outs;
       if (!wrt.empty()) {
         std::vector<at::Tensor> grads;
@@ -832,6 +862,7 @@ TraceResult trace_joint(const TraceFunction& fn, const TensorList& example_input
     });
     TraceResult result = tracer.finish(outs, num_tangents, num_grads);
     result.undefined_grads = std::move(undefined_grads);
+    result.grad_inputs = std::move(grad_inputs);
     return result;
   });
 }

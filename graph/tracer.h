@@ -110,6 +110,9 @@ struct TraceResult {
   // trace_joint: gradient outputs (0-based among them) that autograd left undefined (the input
   // does not influence any differentiable output); the graph returns zeros there.
   std::vector<std::size_t> undefined_grads;
+  // trace_joint: the inputs the gradient outputs are for, in order: those that require grad
+  // once the callable has returned (it may have called requires_grad_ on an input).
+  std::vector<std::size_t> grad_inputs;
 };
 
 // Traces `fn` on tracing tensors made from `example_inputs` (sizes, strides, offset, dtype,

@@ -107,6 +107,7 @@ struct CompiledAutogradFunction : torch::autograd::Function<CompiledAutogradFunc
 at::Tensor regenerate_output(const ViewAndMutationMeta& meta, std::size_t j, const TensorList& inputs,
                              const TensorList& outs_and_bases, const at::Tensor& raw) {
   const OutputAliasInfo& info = meta.output_info[j];
+  const ViewReplay* replay = info.view_replay ? &*info.view_replay : nullptr;
   switch (info.output_type) {
     case OutputType::non_alias:
     case OutputType::unsafe_view_alias:
@@ -115,13 +116,20 @@ at::Tensor regenerate_output(const ViewAndMutationMeta& meta, std::size_t j, con
     case OutputType::is_input:
       return inputs[*info.base_idx];
     case OutputType::alias_of_input:
-      return gen_alias_from_base(inputs[*info.base_idx], TensorMeta::of(raw), info.requires_grad);
+      return gen_alias_from_base(inputs[*info.base_idx], TensorMeta::of(raw), info.requires_grad, replay);
     case OutputType::alias_of_intermediate:
     case OutputType::alias_of_intermediate_save_as_output:
       return gen_alias_from_base(outs_and_bases[meta.num_outputs + *info.base_idx], TensorMeta::of(raw),
-                                 info.requires_grad);
-    case OutputType::alias_of_intermediate_base_is_user_output:
-      return gen_alias_from_base(outs_and_bases[*info.base_idx], TensorMeta::of(raw), info.requires_grad);
+                                 info.requires_grad, replay);
+    case OutputType::alias_of_intermediate_base_is_user_output: {
+      // A base that is an input (is_input, e.g. an input set_() in the graph) is the caller's
+      // tensor, as PyTorch's forward returns the input itself for it; the raw return may be the
+      // tensor the input was set_() to, which autograd does not connect to the input.
+      const OutputAliasInfo& base = meta.output_info[*info.base_idx];
+      const at::Tensor& base_tensor =
+          base.output_type == OutputType::is_input ? inputs[*base.base_idx] : outs_and_bases[*info.base_idx];
+      return gen_alias_from_base(base_tensor, TensorMeta::of(raw), info.requires_grad, replay);
+    }
   }
   return raw;
 }
@@ -205,8 +213,11 @@ std::shared_ptr<const CompiledArtifacts> artifacts_of(const CompileState& state)
     if (!state.partition || !state.joint)
       throw std::logic_error("aotpipe: a training compile without a partitioned joint graph");
     a->num_saved = state.partition->saved_values.size();
-    for (std::size_t i = 0; i < state.args.size(); ++i)
-      if (state.args[i].defined() && state.args[i].requires_grad()) a->grad_primals.push_back(i);
+    // The joint differentiates with respect to the primals that require grad once the function
+    // has run (as PyTorch's create_joint), counting an input the function made require grad
+    // (`a.requires_grad_(true)`) but not a mutated input that came to require grad through the
+    // mutation: prepare_forward mutates a clone of it, as fn_prepped_for_autograd does.
+    a->grad_primals = state.grad_inputs;
     a->undefined_grads = state.undefined_grads;
     a->tangent_mask = forward_tangent_mask(state.meta);  // the joint's tangent inputs
     a->autograd_returns = autograd_return_mask(state.meta);

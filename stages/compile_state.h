@@ -59,6 +59,7 @@ struct CompileState {
   // Products of the later stages.
   std::optional<JointGraph> joint;          // training
   std::vector<std::size_t> undefined_grads; // joint gradients autograd left undefined (graph: zeros)
+  std::vector<std::size_t> grad_inputs;     // the inputs the joint's gradients are for, in order
   std::optional<Graph> inference_graph;     // inference
   std::optional<PartitionResult> partition;
   CompiledGraph compiled_forward;           // training forward, or the inference graph

@@ -4,7 +4,33 @@
 
 namespace aotpipe {
 
-at::Tensor gen_alias_from_base(const at::Tensor& base, const TensorMeta& target, bool target_requires_grad) {
+namespace {
+
+at::Tensor patch_requires_grad(at::Tensor out, const at::Tensor& base, bool target_requires_grad) {
+  if (base.requires_grad() && !target_requires_grad)
+    out = out.detach();
+  else if (!base.requires_grad() && target_requires_grad)
+    out.requires_grad_(true);
+  return out;
+}
+
+bool has_geometry(const at::Tensor& t, const TensorMeta& target) {
+  return t.sizes() == at::IntArrayRef(target.sizes) && t.strides() == at::IntArrayRef(target.strides) &&
+         t.storage_offset() == target.storage_offset && t.scalar_type() == target.dtype;
+}
+
+}  // namespace
+
+at::Tensor gen_alias_from_base(const at::Tensor& base, const TensorMeta& target, bool target_requires_grad,
+                               const ViewReplay* replay) {
+  if (replay) {
+    try {
+      at::Tensor out = replay->apply(base);
+      if (has_geometry(out, target)) return patch_requires_grad(std::move(out), base, target_requires_grad);
+    } catch (const std::exception&) {
+      // The chain does not apply to this base (e.g. its start had other geometry): as_strided.
+    }
+  }
   at::Tensor out;
   if (base.is_complex() && !c10::isComplexType(target.dtype))
     out = at::view_as_real(base).as_strided(target.sizes, target.strides, target.storage_offset);
@@ -12,10 +38,7 @@ at::Tensor gen_alias_from_base(const at::Tensor& base, const TensorMeta& target,
     out = at::view_as_complex(base).as_strided(target.sizes, target.strides, target.storage_offset);
   else
     out = base.as_strided(target.sizes, target.strides, target.storage_offset);
-  if (base.requires_grad() && !target_requires_grad)
-    out = out.detach();
-  else if (!base.requires_grad() && target_requires_grad)
-    out.requires_grad_(true);
+  out = patch_requires_grad(std::move(out), base, target_requires_grad);
   if (out.scalar_type() != target.dtype) out = out.view(target.dtype);
   return out;
 }

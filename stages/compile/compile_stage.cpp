@@ -24,8 +24,8 @@ std::vector<TensorMeta> input_metas(const Graph& graph) {
 
 Task<void> PartitionStage::run(CompileState& state, const JobEnv&) const {
   if (!state.joint) co_return;  // inference: nothing to split
-  const AotConfig config = resolve_defaults(state.config);
-  state.partition = config.partition_fn(*state.joint);
+  const Partitioner& partition = partitioner ? partitioner : resolve_defaults(state.config).partition_fn;
+  state.partition = partition(*state.joint);
   co_return;
 }
 

@@ -14,6 +14,8 @@ namespace aotpipe {
 AotConfig resolve_defaults(AotConfig config);
 
 struct PartitionStage {
+  // Overrides the config's partition_fn when set (the pipeline text's `partition(default)`).
+  Partitioner partitioner = {};
   std::string_view name() const { return "partition"; }
   Task<void> run(CompileState& state, const JobEnv& env) const;
 };

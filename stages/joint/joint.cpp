@@ -63,6 +63,7 @@ void trace_joint_or_inference(CompileState& state) {
                                          joint.num_fwd_outputs, meta.num_forward_returns));
     state.joint = std::move(joint);
     state.undefined_grads = std::move(traced.undefined_grads);
+    state.grad_inputs = std::move(traced.grad_inputs);
   } else {
     options.graph_name = state.name + ".inference";
     TraceResult traced = trace_program(forward, state.args, std::move(options));

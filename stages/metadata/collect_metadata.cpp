@@ -230,7 +230,14 @@ ViewAndMutationMeta collect_metadata(const Function& fn, const TensorList& examp
       if (meta.output_info[i].gets_tangent()) meta.traced_tangents.push_back(tangent_meta(t.outputs[i]));
     for (const auto& base : outputs.intermediate_bases) meta.traced_tangents.push_back(tangent_meta(base));
   };
-  trace_program(fn, example_args, std::move(trace_options));
+  const TraceResult traced = trace_program(fn, example_args, std::move(trace_options));
+  for (std::size_t i = 0; i < meta.output_info.size() && i < traced.num_user_outputs; ++i) {
+    OutputAliasInfo& info = meta.output_info[i];
+    if (info.output_type == OutputType::alias_of_input || info.output_type == OutputType::alias_of_intermediate ||
+        info.output_type == OutputType::alias_of_intermediate_save_as_output ||
+        info.output_type == OutputType::alias_of_intermediate_base_is_user_output)
+      info.view_replay = extract_view_replay(traced.graph, traced.graph.outputs()[i]);
+  }
   meta.finalize();
   return meta;
 }

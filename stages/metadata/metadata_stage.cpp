@@ -1,13 +1,14 @@
 #include <aotpipe/stages/metadata/metadata_stage.h>
 
-#include <ATen/core/grad_mode.h>
-
 namespace aotpipe {
 
 bool decide_needs_autograd(const TensorList& args, const ViewAndMutationMeta& meta) {
   bool any_requires_grad = false;
   for (const auto& a : args) any_requires_grad |= a.defined() && a.requires_grad();
-  if (!any_requires_grad || !at::GradMode::is_enabled()) return false;
+  // Grad mode is not consulted, as in PyTorch's create_aot_state: under no_grad the outputs do
+  // not require grad and the mutations are under no_grad, so the rules below give inference,
+  // unless the function turns grad mode on itself.
+  if (!any_requires_grad) return false;
   for (const auto& out : meta.output_info) {
     const bool aliases_grad_input = (out.output_type == OutputType::alias_of_input ||
                                      out.output_type == OutputType::is_input) &&
@@ -24,7 +25,12 @@ bool decide_needs_autograd(const TensorList& args, const ViewAndMutationMeta& me
 Task<void> CollectMetadataStage::run(CompileState& state, const JobEnv&) const {
   state.meta = collect_metadata(state.fn, state.args, state.config.keep_inference_input_mutations);
   state.needs_autograd = decide_needs_autograd(state.args, state.meta);
-  if (!state.needs_autograd && state.meta.is_train) {
+  if (state.needs_autograd && !state.meta.is_train) {
+    // Called under no_grad by a function that turns grad mode on: a training compile, analysed
+    // as one (PyTorch collects the metadata with is_train = needs_autograd).
+    state.meta = collect_metadata(state.fn, state.args,
+                                  CollectMetadataOptions{state.config.keep_inference_input_mutations, true});
+  } else if (!state.needs_autograd && state.meta.is_train) {
     state.meta.is_train = false;
     state.meta.finalize();
   }

@@ -9,9 +9,10 @@
 
 namespace aotpipe {
 
-// Some input requires grad, grad mode is on, and the function is not "output and mutation
-// safe" (an output that requires grad other than an alias of a grad-requiring input, or a data
-// mutation of a grad-requiring input that autograd sees): the compile needs a backward.
+// Some input requires grad and the function is not "output and mutation safe" (an output that
+// requires grad other than an alias of a grad-requiring input, or a data mutation of a
+// grad-requiring input that autograd sees): the compile needs a backward. Under no_grad that
+// happens only when the function turns grad mode on itself.
 bool decide_needs_autograd(const TensorList& args, const ViewAndMutationMeta& meta);
 
 struct CollectMetadataStage {

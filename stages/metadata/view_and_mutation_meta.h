@@ -4,6 +4,7 @@
 // ViewAndMutationMeta); field names and derived lists follow PyTorch so that to_json() can be
 // compared with Python's run_functionalized_fw_and_collect_metadata. See docs/stages/metadata.md.
 #include <aotpipe/graph/tensor_meta.h>
+#include <aotpipe/stages/common/view_replay.h>
 
 #include <cstddef>
 #include <optional>
@@ -65,6 +66,9 @@ struct OutputAliasInfo {
   std::optional<std::size_t> base_idx;
   bool requires_grad = false;
   TensorMeta meta;  // the output's sizes/strides/offset/dtype/device as traced
+  // Aliased outputs: the view ops that made the output from its base in the traced function
+  // (PyTorch's view_meta_sequence), replayed by the runtime to regenerate it.
+  std::optional<ViewReplay> view_replay;
   // The backward receives a tangent for this output: a plain output that requires grad.
   bool gets_tangent() const { return is_plain_output(output_type) && requires_grad; }
   bool operator==(const OutputAliasInfo&) const = default;

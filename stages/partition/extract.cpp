@@ -95,9 +95,11 @@ std::vector<const Node*> autograd_engine_order(std::span<const Node* const> node
       order.push_back(n);
     }
   };
-  // copy_ (a mutation of an input) need not read a tangent: it keeps its place.
+  // copy_ and set_ (a kept mutation of an input) need not read a tangent: they keep their place.
   for (std::size_t i = 0; i < first_bwd; ++i)
-    if (nodes[i]->is_call() && nodes[i]->qualified_name() == "aten::copy_") place_with_producers({nodes[i]});
+    if (nodes[i]->is_call() &&
+        (nodes[i]->qualified_name() == "aten::copy_" || nodes[i]->qualified_name() == "aten::set_.source_Tensor"))
+      place_with_producers({nodes[i]});
   for (std::size_t i = first_bwd; i < nodes.size(); ++i) place_with_producers({nodes[i]});
   std::vector<const Node*> output_producers;
   for (Value* v : outputs)

@@ -4,6 +4,14 @@
 #   cli_test.sh broken   AOTPIPE SOURCE_DIR   good and broken fixtures mixed: each broken file is named
 #                                             with its error, the good ones still run, exit status != 0
 #   cli_test.sh show     AOTPIPE SOURCE_DIR   show prints a graph that show reads back to the same text
+#   cli_test.sh compile_examples AOTPIPE SOURCE_DIR
+#                                             every example compiles (-j2) and matches eager (--check);
+#                                             per-graph outputs, summary and Chrome trace are written
+#   cli_test.sh compile_broken   AOTPIPE SOURCE_DIR
+#                                             broken files and failing graphs are listed with their stage
+#                                             and message, the good ones still compile, exit status 1
+#   cli_test.sh compile_usage    AOTPIPE SOURCE_DIR
+#                                             --pipeline and --partitioner: text pipelines, usage errors
 set -uo pipefail
 
 mode=$1 exe=$2 src=$3
@@ -31,6 +39,16 @@ summary_is() {  # GRAPHS OK FAILED
   sed -n '/^Summary$/,/^$/p' "$tmp/out" | grep -qE "^ +$1 +$2 +$3$"
 }
 run() { "$exe" "$@" >"$tmp/out" 2>"$tmp/err"; echo $? >"$tmp/rc"; cat "$tmp/out" "$tmp/err"; }
+# `aotpipe compile` reports: a table row per graph (named by graph), a Summary, a Failures list.
+compiled_ok() { grep -qE "^$1 .* ok$" "$tmp/out"; }
+compile_failed() {  # FILE STAGE TEXT: the Failures entry of FILE says STAGE, its message contains TEXT
+  sed -n '/^Failures$/,$p' "$tmp/out" |
+    awk -v file="/$1 (" -v stage=": $2:" 'index($0, file) && index($0, stage) { on = 1; next } /^  [^ ]/ { on = 0 } on' |
+    grep -qF -- "$3"
+}
+compile_summary_is() {  # GRAPHS OK FAILED
+  sed -n '/^Summary$/,/^$/p' "$tmp/out" | grep -qE "^ +$1 +$2 +$3 "
+}
 rc() { cat "$tmp/rc"; }
 
 case $mode in
@@ -80,6 +98,65 @@ case $mode in
     check "show exits non-zero on a broken file" test "$(rc)" -ne 0
     check "show still prints the good file" grep -q '^graph good_pointwise(' "$tmp/out"
     check "show names the broken file and its error" grep -qF "unknown_op.aotg: parse error: line 4, column 19: unknown operator" "$tmp/err"
+    ;;
+  compile_examples)
+    run compile "$src/examples" -j 2 --check --out "$tmp/out.d" --trace "$tmp/trace.json"
+    check "exit status 0" test "$(rc)" -eq 0
+    n=0
+    for f in "$src"/examples/*.aotg; do
+      n=$((n + 1))
+      name=$(basename "$f" .aotg)
+      check "$name compiled and matches eager" compiled_ok "$name"
+      check "$name: metadata.json and partition.txt written" test -s "$tmp/out.d/$name/metadata.json" -a -s "$tmp/out.d/$name/partition.txt"
+    done
+    check "at least 50 examples" test "$n" -ge 50
+    check "summary $n graphs, $n ok, 0 failed" compile_summary_is "$n" "$n" 0
+    # A training graph: forward, backward, joint graph and its picture, all readable back.
+    d=$tmp/out.d/mlp_layer
+    for f in forward backward joint; do
+      run show "$d/$f.aotg"
+      check "mlp_layer/$f.aotg reads back" test "$(rc)" -eq 0
+    done
+    check "mlp_layer/joint.dot draws the cut" grep -q 'color=red' "$d/joint.dot"
+    if command -v dot >/dev/null; then check "mlp_layer/joint.svg rendered" grep -q '<svg' "$d/joint.svg"; fi
+    check "partition report lists saved values and both partitioners" \
+      bash -c "grep -q '^saved for the backward' '$d/partition.txt' && grep -q '^  default_partition ' '$d/partition.txt'"
+    check "metadata.json is PyTorch's schema" grep -q '"output_type"' "$d/metadata.json"
+    # An inference graph (nothing requires grad): one inference.aotg, no backward.
+    check "an inference-only example writes inference.aotg" \
+      bash -c "ls '$tmp'/out.d/*/inference.aotg >/dev/null 2>&1"
+    check "the Chrome trace has a complete event per stage of every graph" \
+      "${AOTPIPE_PYTHON:-python3}" -c "import json,sys; e=[x for x in json.load(open(sys.argv[1]))['traceEvents'] if x.get('ph')=='X']; sys.exit(0 if len(e) >= 6*$n else 1)" "$tmp/trace.json"
+    ;;
+  compile_broken)
+    run compile "$fixtures" "$tmp/does-not-exist.aotg" "$src/examples/mlp_layer.aotg" -j 2 --out "$tmp/out.d"
+    check "exit status 1" test "$(rc)" -eq 1
+    check "good_pointwise compiled" compiled_ok good_pointwise
+    check "good_constant (random constant bound) compiled" compiled_ok good_constant
+    check "mlp_layer compiled" compiled_ok mlp_layer
+    check "good graphs' outputs written" test -s "$tmp/out.d/mlp_layer/forward.aotg"
+    check "empty file" compile_failed empty.aotg "parse error" "line 1, column 1: expected 'graph'"
+    check "binary garbage" compile_failed garbage.aotg "parse error" "unexpected character"
+    check "truncated file" compile_failed truncated.aotg "parse error" "line 5, column 1:"
+    check "unknown operator" compile_failed unknown_op.aotg "parse error" "unknown operator 'aten::frobnicate'"
+    check "use before definition" compile_failed use_before_def.aotg "parse error" "use of undefined value %c"
+    check "verifier error" compile_failed verifier_error.aotg "verify error" "[argument-type]"
+    check "a graph failing while traced names the stage, graph and op" \
+      compile_failed shape_mismatch.aotg "metadata stage" "aten::mm"
+    check "missing path" compile_failed does-not-exist.aotg "read error" "no such file or directory"
+    check "no C++ backtrace in the report" bash -c "! grep -q 'Exception raised from' '$tmp/out'"
+    ;;
+  compile_usage)
+    run compile "$src/examples/mlp_layer.aotg" "$src/examples/lstm_cell.aotg" --partitioner default \
+      --pipeline "metadata,group(dedupe,synthetic_base),joint,partition,compile" --check
+    check "a nested pipeline with the default partitioner compiles and matches eager" test "$(rc)" -eq 0
+    check "mlp_layer ok" compiled_ok mlp_layer
+    run compile "$src/examples/mlp_layer.aotg" --pipeline "metadata,frobnicate,compile"
+    check "an unknown stage is a usage error (exit 2)" test "$(rc)" -eq 2
+    check "the error names the stage and lists the known ones" \
+      bash -c "grep -q frobnicate '$tmp/err' && grep -q synthetic_base '$tmp/err'"
+    run compile "$src/examples/mlp_layer.aotg" --partitioner fastest
+    check "an unknown partitioner is refused" test "$(rc)" -ne 0
     ;;
   *)
     echo "unknown mode $mode" >&2

@@ -1,26 +1,12 @@
 #include "test_support.h"
 
+#include <aotpipe/graph/random_tensor.h>
+
 #include <fmt/format.h>
 
 namespace aotpipe::testing {
 
-at::Tensor make_tensor(const TensorMeta& meta, at::Generator& gen) {
-  // Allocate enough storage for the strided view, then view it.
-  int64_t span = meta.storage_offset + 1;
-  for (std::size_t d = 0; d < meta.sizes.size(); ++d) {
-    if (meta.sizes[d] == 0) return at::empty_strided(meta.sizes, meta.strides, at::TensorOptions().dtype(meta.dtype));
-    span += (meta.sizes[d] - 1) * meta.strides[d];
-  }
-  at::Tensor storage;
-  if (at::isFloatingType(meta.dtype) || at::isComplexType(meta.dtype)) {
-    storage = at::randn({span}, gen, at::TensorOptions().dtype(meta.dtype));
-  } else if (meta.dtype == at::kBool) {
-    storage = at::randint(0, 2, {span}, gen, at::TensorOptions().dtype(at::kLong)).to(at::kBool);
-  } else {
-    storage = at::randint(0, 8, {span}, gen, at::TensorOptions().dtype(meta.dtype));
-  }
-  return storage.as_strided(meta.sizes, meta.strides, meta.storage_offset);
-}
+at::Tensor make_tensor(const TensorMeta& meta, at::Generator& gen) { return random_tensor(meta, gen); }
 
 std::vector<at::Tensor> make_inputs(const Graph& graph, uint64_t seed) {
   auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);

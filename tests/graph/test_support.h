@@ -9,8 +9,7 @@
 
 namespace aotpipe::testing {
 
-// A real tensor with the metadata's sizes, strides, offset and dtype, filled with values
-// drawn from `gen` (normal for floats, small non-negative integers otherwise).
+// aotpipe::random_tensor (graph/random_tensor.h), under the name the graph tests use.
 at::Tensor make_tensor(const TensorMeta& meta, at::Generator& gen);
 std::vector<at::Tensor> make_inputs(const Graph& graph, uint64_t seed = 0);
 

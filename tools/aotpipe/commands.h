@@ -16,5 +16,8 @@ struct Command {
 Command add_show_command(CLI::App& parent);
 // aotpipe run INPUT... [--seed N] [--check-meta]: run graphs on random inputs, report each.
 Command add_run_command(CLI::App& parent);
+// aotpipe compile INPUT... [-j N] [--pipeline SPEC] [--partitioner P] [--out DIR] [--trace FILE]
+// [--check]: compile graphs concurrently through the full pipeline, report each.
+Command add_compile_command(CLI::App& parent);
 
 }  // namespace aotpipe::cli

@@ -27,6 +27,7 @@ int main(int argc, char** argv) {
   std::vector<aotpipe::cli::Command> commands{
       aotpipe::cli::add_show_command(app),
       aotpipe::cli::add_run_command(app),
+      aotpipe::cli::add_compile_command(app),
   };
 
   CLI11_PARSE(app, argc, argv);

@@ -1,6 +1,6 @@
 #pragma once
-// Random tensors that match a TensorMeta exactly (sizes, strides, storage offset, dtype,
-// device), for running graphs without real data.
+// Random graph inputs and constants (graph/random_tensor.h per tensor), for running graphs
+// without real data.
 #include <aotpipe/graph/graph.h>
 
 #include <ATen/ATen.h>
@@ -9,11 +9,6 @@
 #include <vector>
 
 namespace aotpipe::cli {
-
-// A real tensor with the metadata's sizes, strides, offset, dtype and device, viewing a fresh
-// storage just large enough, filled from `gen`: normal values for floating and complex dtypes,
-// 0/1 for bool, small non-negative integers (0..7) otherwise.
-at::Tensor make_tensor(const TensorMeta& meta, at::Generator& gen);
 
 // One value per graph input, in order: tensors from their TensorMeta; Int inputs 1..4, Float
 // inputs normal, Bool inputs random. Throws GraphError for a tensor input without metadata.

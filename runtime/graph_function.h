@@ -1,0 +1,23 @@
+#pragma once
+// A Graph as a user program: the interpreter runs it on whatever tensors it is given, real ones
+// or the tracer's, so a graph file can be compiled like a C++ function (`aotpipe compile`).
+#include <aotpipe/graph/graph.h>
+#include <aotpipe/stages/compile_state.h>
+
+#include <ATen/core/Generator.h>
+
+#include <memory>
+
+namespace aotpipe {
+
+// Throws GraphError naming the graph and the input when an input is not a tensor (a compiled
+// function takes a flat list of tensors) or an output is not a tensor.
+Function graph_function(std::shared_ptr<const Graph> graph);
+
+// One tensor per input, exactly as its TensorMeta says (sizes, strides, storage offset, dtype,
+// device, requires_grad), each on a fresh storage filled from `gen`: normal values for floating
+// and complex dtypes, 0/1 for bool, small non-negative integers (0..7) otherwise. Throws
+// GraphError naming the input for one without metadata.
+TensorList example_args(const Graph& graph, at::Generator& gen);
+
+}  // namespace aotpipe

@@ -1,0 +1,228 @@
+// Models and the 102-case metadata corpus through aot_function, against eager PyTorch, under both
+// partitioners: outputs, output aliasing, requires_grad/is_leaf, inputs after the call (mutations,
+// BatchNorm running statistics) and gradients (tests/runtime/eager_check.h).
+#include <aotpipe/runtime/aot_function.h>
+#include <aotpipe/stages/partition/default_partition.h>
+#include <aotpipe/stages/partition/min_cut_partition.h>
+
+#include "eager_check.h"
+#include "metadata_corpus.h"
+#include "models.h"
+
+#include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest-spi.h>
+#include <gtest/gtest.h>
+
+#include <map>
+#include <optional>
+
+namespace aotpipe::testing {
+namespace {
+
+enum class Partition { kDefault, kMinCut };
+void PrintTo(Partition p, std::ostream* os) { *os << (p == Partition::kMinCut ? "min_cut" : "default"); }
+
+AotConfig config_for(Partition p, bool keep_input_mutations = false) {
+  AotConfig config;
+  config.partition_fn = p == Partition::kMinCut ? partitioners::min_cut_rematerialization_partition()
+                                                : partitioners::default_partition();
+  config.keep_inference_input_mutations = keep_input_mutations;
+  return config;
+}
+
+std::string param_name(const ::testing::TestParamInfo<std::tuple<std::string, Partition>>& info) {
+  return std::get<0>(info.param) + (std::get<1>(info.param) == Partition::kMinCut ? "_min_cut" : "_default");
+}
+
+template <typename Case>
+std::vector<std::tuple<std::string, Partition>> params_of(const std::vector<Case>& cases) {
+  std::vector<std::tuple<std::string, Partition>> p;
+  for (const Case& c : cases)
+    for (Partition part : {Partition::kDefault, Partition::kMinCut}) p.emplace_back(c.name, part);
+  return p;
+}
+
+// ================================== models ==================================
+class ModelTest : public ::testing::TestWithParam<std::tuple<std::string, Partition>> {};
+
+const ModelCase& model_named(const std::string& name) {
+  for (const ModelCase& c : model_cases())
+    if (c.name == name) return c;
+  throw std::logic_error("no model " + name);
+}
+
+TEST_P(ModelTest, MatchesEager) {
+  const auto& [name, partition] = GetParam();
+  const ModelCase& model = model_named(name);
+  CompiledFunction compiled = aot_function(model.fn, config_for(partition));
+  expect_matches_eager(model.fn, compiled, model.make_inputs, name);
+  expect_matches_eager(model.fn, compiled, model.make_inputs, name + " (second call)");
+  EXPECT_EQ(compiled.num_compiled(), 1u) << "the second call with the same signature recompiled";
+}
+
+// The buffers a model updates in place (BatchNorm's running statistics) do change: MatchesEager
+// compares them with eager's, and this rules out both sides leaving them alone.
+TEST(ModelBuffers, InPlaceUpdatesHappen) {
+  std::size_t checked = 0;
+  for (const ModelCase& model : model_cases()) {
+    if (model.mutated_inputs.empty()) continue;
+    for (Partition partition : {Partition::kDefault, Partition::kMinCut}) {
+      CompiledFunction compiled = aot_function(model.fn, config_for(partition));
+      at::manual_seed(7);
+      const TensorList before = model.make_inputs();
+      at::manual_seed(7);
+      TensorList inputs = model.make_inputs();
+      compiled(inputs);
+      for (std::size_t i : model.mutated_inputs)
+        EXPECT_FALSE(at::equal(before[i], inputs[i])) << model.name << ": input " << i << " was not updated in place";
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 0u) << "no model updates a buffer in place";
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, ModelTest, ::testing::ValuesIn(params_of(model_cases())),
+                         param_name);
+
+// ================================== metadata corpus ==================================
+// Programs PyTorch's aot_function refuses too (python_aot_function_probe.py beside this file runs
+// the Python twins of the corpus through functorch.compile.aot_function): the compile must fail
+// naming the reason, never silently do something else.
+struct Refusal {
+  std::string message;  // a substring of aotpipe's error
+  std::string why;
+};
+constexpr const char* kSetWithOtherMutations =
+    "an input received set_() (a storage mutation) together with other mutations that cannot be kept in the graph";
+const std::map<std::string, Refusal>& refused_cases() {
+  static const std::map<std::string, Refusal> refused{
+      {"set__input_mutation_no_keep",
+       {kSetWithOtherMutations,
+        "a set_() on a graph input can only be kept in the graph (keep_input_mutations); without it PyTorch "
+        "raises 'Encountered a set_ on a graph input, but the input has other mutations that we cannot keep in "
+        "the graph' already in the metadata analysis"}},
+      {"set__and_data_mutation_good",
+       {kSetWithOtherMutations,
+        "PyTorch's aot_function raises the same AssertionError ('Encountered a set_ on a graph input, but the "
+        "input has other mutations that we cannot keep in the graph') when compiling it: the later data "
+        "mutation of b reaches a's new storage, which the graph cannot keep"}},
+  };
+  return refused;
+}
+
+// Programs on which PyTorch's aot_function differs from eager too, the same way (python_aot_function_probe.py
+// --compare shows it): the comparison with eager must fail with exactly these messages, so the
+// divergence is asserted, not skipped, and a change in it is noticed.
+struct SharedDivergence {
+  std::vector<std::string> failures;  // each a substring of an expected failure of expect_matches_eager
+  std::string why;
+};
+const std::map<std::string, SharedDivergence>& shared_divergences() {
+  static const std::map<std::string, SharedDivergence> divergences{
+      {"input_output_view_mutate_multiple",
+       {{"gradient 2 definedness"},
+        "a.mul_(2) on an input no output depends on: eager autograd gives a's leaf no gradient (None); the "
+        "compiled autograd Function returns the mutated a among its outputs and its backward a zero gradient "
+        "for it, as PyTorch's CompiledFunction does (gradient 2 is a's leaf: eager_check collects the leaves "
+        "of non-leaf inputs last first)"}},
+      {"set__input_mutation",
+       {{"gradient 0 definedness"},
+        "a.set_(b) under no_grad to an intermediate b, then a * b: eager autograd still routes a gradient to the "
+        "leaf a (its tensor now holds b's data); the graph keeps the set_ (keep_input_mutations) and computes "
+        "the output from b, which does not depend on a, so a gets none, as in PyTorch's aot_function"}},
+  };
+  return divergences;
+}
+
+// Runs a corpus function with the case's grad mode, and records the grad mode the call left
+// behind (a case may flip it; the compiled function must leave it the same way).
+struct GradModeCall {
+  bool grad_enabled;
+  std::optional<bool>* grad_mode_after;
+  std::function<TensorList(const TensorList&)> fn;
+  TensorList operator()(const TensorList& args) const {
+    at::AutoGradMode mode(grad_enabled);
+    TensorList out = fn(args);
+    *grad_mode_after = at::GradMode::is_enabled();
+    // A view whose base was later modified in place by an op that requires grad gets its grad_fn
+    // regenerated lazily, on the first grad_fn() call; C++'s is_leaf() reads the field without
+    // regenerating (Python's is_leaf goes through grad_fn). Observe outputs as Python does.
+    for (const at::Tensor& o : out)
+      if (o.defined()) (void)o.grad_fn();
+    return out;
+  }
+};
+
+void expect_matches_eager_under_grad_mode(const MetadataCase& c, const CompiledFunction& compiled,
+                                          const std::string& label) {
+  std::optional<bool> eager_mode_after, compiled_mode_after;
+  expect_matches_eager(GradModeCall{c.grad_enabled, &eager_mode_after, c.fn},
+                       GradModeCall{c.grad_enabled, &compiled_mode_after, compiled}, c.make_inputs, label);
+  EXPECT_EQ(eager_mode_after, compiled_mode_after) << label << ": grad mode left behind by the call";
+}
+
+class CorpusTest : public ::testing::TestWithParam<std::tuple<std::string, Partition>> {};
+
+TEST_P(CorpusTest, MatchesEager) {
+  const auto& [name, partition] = GetParam();
+  const MetadataCase* c = find_metadata_case(name);
+  ASSERT_NE(c, nullptr) << "no corpus case " << name;
+  CompiledFunction compiled = aot_function(c->fn, config_for(partition, c->keep_input_mutations));
+
+  if (auto refusal = refused_cases().find(name); refusal != refused_cases().end()) {
+    TensorList inputs = c->make_inputs();
+    try {
+      at::AutoGradMode mode(c->grad_enabled);
+      compiled(inputs);
+      FAIL() << name << " compiled, but is expected to be refused: " << refusal->second.why;
+    } catch (const std::exception& e) {
+      EXPECT_THAT(e.what(), ::testing::HasSubstr(refusal->second.message)) << refusal->second.why;
+    }
+    return;
+  }
+
+  const auto divergence = shared_divergences().find(name);
+  for (const char* call : {"first call", "second call"}) {
+    const std::string label = name + " (" + call + ")";
+    if (divergence == shared_divergences().end()) {
+      expect_matches_eager_under_grad_mode(*c, compiled, label);
+      continue;
+    }
+    ::testing::TestPartResultArray failures;
+    {
+      ::testing::ScopedFakeTestPartResultReporter capture(
+          ::testing::ScopedFakeTestPartResultReporter::INTERCEPT_ONLY_CURRENT_THREAD, &failures);
+      expect_matches_eager_under_grad_mode(*c, compiled, label);
+    }
+    const std::vector<std::string>& expected = divergence->second.failures;
+    std::vector<bool> seen(expected.size(), false);
+    for (int i = 0; i < failures.size(); ++i) {
+      const std::string message = failures.GetTestPartResult(i).message();
+      bool known = false;
+      for (std::size_t k = 0; k < expected.size(); ++k)
+        if (message.find(expected[k]) != std::string::npos) known = seen[k] = true;
+      EXPECT_TRUE(known) << label << ": a difference from eager beyond the one PyTorch shares ("
+                         << divergence->second.why << "):\n" << message;
+    }
+    for (std::size_t k = 0; k < expected.size(); ++k)
+      EXPECT_TRUE(seen[k]) << label << ": no longer differs from eager by '" << expected[k]
+                           << "': remove it from shared_divergences()";
+  }
+  EXPECT_EQ(compiled.num_compiled(), 1u) << "the second call with the same signature recompiled";
+}
+
+INSTANTIATE_TEST_SUITE_P(Corpus, CorpusTest, ::testing::ValuesIn(params_of(metadata_corpus())),
+                         param_name);
+
+TEST(CorpusCoverage, EveryListedCaseIsInTheCorpus) {
+  for (const auto& [name, refusal] : refused_cases())
+    EXPECT_NE(find_metadata_case(name), nullptr) << "refused_cases() names " << name << ", not in the corpus";
+  for (const auto& [name, divergence] : shared_divergences())
+    EXPECT_NE(find_metadata_case(name), nullptr) << "shared_divergences() names " << name << ", not in the corpus";
+  EXPECT_GE(metadata_corpus().size(), 102u);
+}
+
+}  // namespace
+}  // namespace aotpipe::testing

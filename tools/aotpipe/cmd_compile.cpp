@@ -1,0 +1,289 @@
+// aotpipe compile INPUT... [-j N] [--pipeline SPEC] [--partitioner min_cut|default] [--out DIR]
+//                          [--trace FILE] [--check] [--no-svg] [--seed N]
+//
+// Every graph file (a directory stands for its *.aotg files, recursively) is read as a user
+// program: its forward function, with example inputs made from the inputs' TensorMeta. All of
+// them are compiled concurrently with compile_batch (metadata, dedupe, synthetic base, joint,
+// partition, compile; tracing on fake tensors). A file that cannot be read, parsed, verified or
+// compiled is reported with its stage and message, and the rest of the batch completes. Then a
+// summary table (ops, time per stage, saved bytes under default vs min-cut); the exit status is
+// 1 when anything failed.
+#include "aotpipe/commands.h"
+#include "aotpipe/compile_report.h"
+#include "aotpipe/graph_files.h"
+#include "aotpipe/load_graph.h"
+#include "aotpipe/progress.h"
+#include "aotpipe/random_inputs.h"
+
+#include <aotpipe/pipeline/chrome_trace.h>
+#include <aotpipe/pipeline/scheduler.h>
+#include <aotpipe/runtime/compile_batch.h>
+#include <aotpipe/runtime/compile_pipeline.h>
+#include <aotpipe/runtime/eager_equivalence.h>
+#include <aotpipe/runtime/graph_function.h>
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace aotpipe::cli {
+namespace {
+
+struct CompileOptions {
+  std::vector<std::string> inputs;
+  std::size_t jobs = 0;  // 0: the machine's cores
+  std::string pipeline{kDefaultCompilePipeline};
+  std::string partitioner = "min_cut";
+  std::string out_dir;
+  std::string trace_file;
+  bool check = false;
+  bool no_svg = false;
+  uint64_t seed = 0;
+};
+
+// One row of the report: a graph file, compiled or not.
+struct GraphRow {
+  std::string file;
+  std::string name;  // the graph's, or the file's stem when it could not be read
+  std::optional<GraphSummary> summary;
+  std::map<std::string, double> stage_ms;  // top-level stages
+  double total_ms = 0;
+  std::string failed_stage;  // empty: ok
+  std::string message;
+  bool ok() const { return failed_stage.empty(); }
+};
+
+// A graph file loaded and turned into a compile job, or the reason it could not be.
+struct PreparedGraph {
+  std::shared_ptr<Graph> graph;
+  std::optional<CompileJob> job;
+};
+
+PreparedGraph prepare(const GraphFile& file, const CompileOptions& options, const Partitioner& partitioner,
+                      GraphRow& row) {
+  PreparedGraph prepared;
+  row.name = file.path.stem().string();  // until the graph's own name is known
+  if (!file.error.empty()) {
+    row.failed_stage = to_string(FailureStage::Read);
+    row.message = file.error;
+    return prepared;
+  }
+  LoadedGraph loaded = load_graph(file.path);
+  if (loaded.failure) {
+    row.failed_stage = to_string(loaded.failure->stage);
+    row.message = loaded.failure->message;
+    return prepared;
+  }
+  prepared.graph = std::make_shared<Graph>(std::move(*loaded.graph));
+  row.name = prepared.graph->name();
+  try {
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(options.seed);
+    bind_random_constants(*prepared.graph, gen);
+    CompileJob job{row.name, graph_function(prepared.graph), example_args(*prepared.graph, gen), {}};
+    job.config.partition_fn = partitioner;
+    prepared.job = std::move(job);
+  } catch (const std::exception& e) {
+    row.failed_stage = "unsupported";
+    row.message = strip_backtrace(e.what());
+  }
+  return prepared;
+}
+
+// Graph names label jobs, output folders and trace events: make them unique ("name", "name#2").
+void make_names_unique(std::vector<GraphRow>& rows, std::vector<PreparedGraph>& prepared) {
+  std::map<std::string, int> seen;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    if (!prepared[i].job) continue;
+    const int n = ++seen[rows[i].name];
+    if (n > 1) rows[i].name = fmt::format("{}#{}", rows[i].name, n);
+    prepared[i].job->name = rows[i].name;
+  }
+}
+
+// Runs the compiled function against the graph run eagerly on fresh random inputs.
+std::vector<std::string> check_against_eager(const PreparedGraph& prepared, const CompileOutput& compiled,
+                                             uint64_t seed) {
+  const Graph& graph = *prepared.graph;
+  auto make_inputs = [&graph, seed] {
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(seed + 1);
+    return example_args(graph, gen);
+  };
+  return compare_with_eager(graph_function(prepared.graph), compiled.runtime, make_inputs);
+}
+
+std::string fmt_ms(double ms) { return ms >= 100 ? fmt::format("{:.0f}", ms) : fmt::format("{:.2f}", ms); }
+std::string fmt_bytes(const std::optional<PartitionNumbers>& n) { return n ? std::to_string(n->saved_bytes) : "-"; }
+
+void print_table(const std::vector<GraphRow>& rows, const std::vector<std::string>& stages) {
+  std::size_t name_width = 5;
+  for (const GraphRow& r : rows) name_width = std::max(name_width, r.name.size());
+  fmt::print("{:<{}} {:>6} {:>5} {:>5}", "graph", name_width, "ops", "fw", "bw");
+  for (const std::string& s : stages) fmt::print(" {:>{}}", s, std::max<std::size_t>(s.size(), 7));
+  fmt::print(" {:>9} {:>14} {:>14}  {}\n", "total ms", "saved default", "saved min_cut", "result");
+  for (const GraphRow& r : rows) {
+    const GraphSummary* s = r.summary ? &*r.summary : nullptr;
+    fmt::print("{:<{}} {:>6} {:>5} {:>5}", r.name, name_width, s ? std::to_string(s->ops) : "-",
+               s ? std::to_string(s->forward_ops) : "-", s && s->training ? std::to_string(s->backward_ops) : "-");
+    for (const std::string& stage : stages) {
+      auto it = r.stage_ms.find(stage);
+      fmt::print(" {:>{}}", it == r.stage_ms.end() ? "-" : fmt_ms(it->second), std::max<std::size_t>(stage.size(), 7));
+    }
+    fmt::print(" {:>9} {:>14} {:>14}  {}\n", r.total_ms > 0 ? fmt_ms(r.total_ms) : "-",
+               s ? fmt_bytes(s->default_partition) : "-", s ? fmt_bytes(s->min_cut) : "-",
+               r.ok() ? "ok" : fmt::format("FAILED {}", r.failed_stage));
+  }
+}
+
+void print_summary(const std::vector<GraphRow>& rows, double wall_seconds, std::size_t threads) {
+  std::size_t failed = 0, compiled = 0;
+  int64_t saved_default = 0, saved_min_cut = 0;
+  for (const GraphRow& r : rows) {
+    failed += r.ok() ? 0 : 1;
+    if (r.summary) ++compiled;
+    if (r.summary && r.summary->default_partition) {
+      saved_default += r.summary->default_partition->saved_bytes;
+      saved_min_cut += r.summary->min_cut->saved_bytes;
+    }
+  }
+  fmt::print("\nSummary\n");
+  fmt::print("  {:>8}  {:>8}  {:>8}  {:>10}  {:>10}  {:>14}  {:>14}\n", "graphs", "ok", "failed", "wall s", "graphs/s",
+             "saved default", "saved min_cut");
+  fmt::print("  {:>8}  {:>8}  {:>8}  {:>10.2f}  {:>10.1f}  {:>14}  {:>14}\n", rows.size(), rows.size() - failed, failed,
+             wall_seconds, wall_seconds > 0 ? compiled / wall_seconds : 0.0, saved_default, saved_min_cut);
+  fmt::print("  ({} worker threads)\n", threads);
+  if (!failed) return;
+  fmt::print("\nFailures\n");
+  for (const GraphRow& r : rows) {
+    if (r.ok()) continue;
+    fmt::print("  {} ({}): {}:\n", r.file, r.name, r.failed_stage);
+    std::size_t pos = 0;
+    while (pos <= r.message.size()) {
+      std::size_t end = r.message.find('\n', pos);
+      if (end == std::string::npos) end = r.message.size();
+      if (end > pos) fmt::print("    {}\n", r.message.substr(pos, end - pos));
+      pos = end + 1;
+    }
+  }
+}
+
+int run_compile(const CompileOptions& options) {
+  const Partitioner partitioner = partitioner_named(options.partitioner);
+  // A bad pipeline text is a usage error, reported before any work (exit 2 from main).
+  const Pipeline<CompileState> pipeline = compile_stage_registry().parse(options.pipeline, "aot");
+
+  const std::vector<GraphFile> files = collect_graph_files(options.inputs);
+  std::vector<GraphRow> rows(files.size());
+  std::vector<PreparedGraph> prepared(files.size());
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    rows[i].file = files[i].path.string();
+    prepared[i] = prepare(files[i], options, partitioner, rows[i]);
+  }
+  make_names_unique(rows, prepared);
+
+  std::vector<CompileJob> jobs;
+  std::vector<std::size_t> row_of_job;
+  for (std::size_t i = 0; i < prepared.size(); ++i) {
+    if (!prepared[i].job) continue;
+    jobs.push_back(*prepared[i].job);
+    row_of_job.push_back(i);
+  }
+
+  const std::size_t threads = options.jobs ? options.jobs : Scheduler::default_thread_count();
+  Scheduler scheduler(threads);
+  ProgressDisplay progress(stderr_is_terminal());
+  BatchOptions batch{.max_concurrency = threads, .progress = [&progress](const BatchProgress& p) { progress.update(p); }};
+  auto trace = options.trace_file.empty() ? nullptr : std::make_shared<ChromeTraceRecorder>();
+  if (trace) batch.hooks.add(trace);
+
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<CompileResult> results = compile_batch(std::move(jobs), pipeline, scheduler, std::move(batch));
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  progress.finish();
+
+  std::set<std::string> top_level_stages;
+  for (const StageSpec& spec : parse_pipeline_text(options.pipeline)) top_level_stages.insert(spec.name);
+  std::vector<std::string> stage_columns;
+  for (const StageSpec& spec : parse_pipeline_text(options.pipeline)) stage_columns.push_back(spec.name);
+
+  for (std::size_t j = 0; j < results.size(); ++j) {
+    CompileResult& result = results[j];
+    GraphRow& row = rows[row_of_job[j]];
+    row.total_ms = std::chrono::duration<double, std::milli>(result.elapsed).count();
+    for (const StageTime& s : result.stages)
+      if (top_level_stages.count(s.stage)) row.stage_ms[s.stage] += std::chrono::duration<double, std::milli>(s.elapsed).count();
+    if (!result.ok()) {
+      row.failed_stage = result.failed_stage.empty() ? std::string(to_string(result.status)) : result.failed_stage + " stage";
+      row.message = strip_backtrace(result.message);
+      continue;
+    }
+    try {
+      const CompileState& state = *result.output->state;
+      row.summary = summarize(state);
+      if (!options.out_dir.empty())
+        write_graph_outputs(state, *row.summary, std::filesystem::path(options.out_dir) / row.name, !options.no_svg);
+    } catch (const std::exception& e) {
+      row.failed_stage = "report";
+      row.message = strip_backtrace(e.what());
+      continue;
+    }
+    if (options.check) {
+      try {
+        std::vector<std::string> diffs = check_against_eager(prepared[row_of_job[j]], *result.output, options.seed);
+        if (!diffs.empty()) {
+          row.failed_stage = "check";
+          row.message = fmt::format("differs from eager: {}", fmt::join(diffs, "; "));
+        }
+      } catch (const std::exception& e) {
+        row.failed_stage = "check";
+        row.message = strip_backtrace(e.what());
+      }
+    }
+  }
+
+  print_table(rows, stage_columns);
+  print_summary(rows, wall, threads);
+  if (trace) {
+    trace->save(options.trace_file);
+    fmt::print("\nChrome trace: {}\n", options.trace_file);
+  }
+  if (!options.out_dir.empty()) fmt::print("Outputs: {}/<graph>/\n", options.out_dir);
+  return std::all_of(rows.begin(), rows.end(), [](const GraphRow& r) { return r.ok(); }) ? 0 : 1;
+}
+
+}  // namespace
+
+Command add_compile_command(CLI::App& parent) {
+  auto options = std::make_shared<CompileOptions>();
+  CLI::App* app = parent.add_subcommand(
+      "compile", "Compile graph files ahead of time (metadata, dedupe, synthetic base, joint, partition, compile), "
+                 "concurrently, and report each");
+  app->add_option("inputs", options->inputs, "Graph files, or directories searched recursively for *.aotg")->required();
+  app->add_option("-j,--jobs", options->jobs, "Graphs compiled at once (worker threads); 0: one per core")
+      ->capture_default_str();
+  app->add_option("--pipeline", options->pipeline, "The stages, as text")->capture_default_str();
+  app->add_option("--partitioner", options->partitioner, "Partitioner of the joint graph")
+      ->check(CLI::IsMember({"min_cut", "default"}))
+      ->capture_default_str();
+  app->add_option("--out", options->out_dir,
+                  "Write, per graph, DIR/<graph>/: forward.aotg, backward.aotg (or inference.aotg), joint.aotg, "
+                  "metadata.json, partition.txt, joint.dot and joint.svg");
+  app->add_option("--trace", options->trace_file, "Write a Chrome trace of the batch (chrome://tracing, Perfetto)");
+  app->add_flag("--check", options->check,
+                "Run each compiled function against the graph run eagerly on random inputs: outputs, input "
+                "mutations, aliasing and gradients must match");
+  app->add_flag("--no-svg", options->no_svg, "Do not render joint.svg with Graphviz");
+  app->add_option("--seed", options->seed, "Seed of the example inputs and constants")->capture_default_str();
+  return {app, [options] { return run_compile(*options); }};
+}
+
+}  // namespace aotpipe::cli

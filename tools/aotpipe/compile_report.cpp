@@ -1,0 +1,102 @@
+#include "aotpipe/compile_report.h"
+#include "aotpipe/joint_dot.h"
+
+#include <aotpipe/graph/printer.h>
+#include <aotpipe/stages/metadata/collect_metadata.h>
+#include <aotpipe/stages/partition/default_partition.h>
+#include <aotpipe/stages/partition/min_cut_partition.h>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <cstdlib>
+#include <fstream>
+
+namespace aotpipe::cli {
+namespace {
+
+std::size_t count_calls(const Graph& graph) {
+  std::size_t n = 0;
+  for (const Node* node : graph.nodes()) n += node->is_call() ? 1 : 0;
+  return n;
+}
+
+PartitionNumbers numbers_of(const PartitionResult& p) {
+  return {p.saved_values.size(), p.saved_bytes, p.recomputed.size()};
+}
+
+void write_file(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  out.close();
+  if (!out) throw std::runtime_error(fmt::format("cannot write {}", path.string()));
+}
+
+// Graphviz may be missing or fail on a huge graph; the DOT file is written either way.
+void render_svg(const std::filesystem::path& dot, const std::filesystem::path& svg) {
+  const std::string command = fmt::format("dot -Tsvg '{}' -o '{}' 2>/dev/null", dot.string(), svg.string());
+  if (std::system(command.c_str()) != 0) spdlog::warn("could not render {} (is Graphviz `dot` installed?)", svg.string());
+}
+
+}  // namespace
+
+GraphSummary summarize(const CompileState& state) {
+  GraphSummary s;
+  if (state.joint) {
+    s.training = true;
+    s.ops = count_calls(state.joint->graph);
+    s.default_partition = numbers_of(partitioners::default_partition()(*state.joint));
+    s.min_cut = numbers_of(partitioners::min_cut_rematerialization_partition()(*state.joint));
+  } else if (state.inference_graph) {
+    s.ops = count_calls(*state.inference_graph);
+  }
+  if (state.partition) {
+    s.forward_ops = count_calls(state.partition->forward);
+    s.backward_ops = count_calls(state.partition->backward);
+  } else if (state.inference_graph) {
+    s.forward_ops = s.ops;
+  }
+  return s;
+}
+
+std::string partition_report(const CompileState& state, const GraphSummary& summary) {
+  if (!state.joint || !state.partition) {
+    return fmt::format("{}: inference compile (no input requires grad, or grad mode off): nothing to partition.\n",
+                       state.name);
+  }
+  const PartitionResult& p = *state.partition;
+  fmt::memory_buffer out;
+  auto line = [&](const std::string& text) { fmt::format_to(std::back_inserter(out), "{}\n", text); };
+  line(fmt::format("{}: joint graph {} ops -> forward {} ops, backward {} ops", state.name, summary.ops,
+                   summary.forward_ops, summary.backward_ops));
+  line(fmt::format("saved for the backward: {} values, {} bytes", p.saved_values.size(), p.saved_bytes));
+  for (const std::string& name : p.saved_values) {
+    const Value* v = state.joint->graph.find_value(name);
+    const TensorMeta* meta = v ? v->meta() : nullptr;
+    line(fmt::format("  %{:<24} {:>12} bytes  {}", name, meta ? meta->nbytes() : 0, meta ? to_string(*meta) : "-"));
+  }
+  line(fmt::format("recomputed in the backward: {} ops", p.recomputed.size()));
+  for (const std::string& label : p.recomputed) line("  " + label);
+  line("saved bytes by partitioner:");
+  line(fmt::format("  default_partition                    {:>12}", summary.default_partition->saved_bytes));
+  line(fmt::format("  min_cut_rematerialization_partition  {:>12}", summary.min_cut->saved_bytes));
+  return fmt::to_string(out);
+}
+
+void write_graph_outputs(const CompileState& state, const GraphSummary& summary, const std::filesystem::path& dir,
+                         bool svg) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw std::runtime_error(fmt::format("cannot create {}: {}", dir.string(), ec.message()));
+  write_file(dir / "metadata.json", to_json(state.meta));
+  write_file(dir / "partition.txt", partition_report(state, summary));
+  if (state.inference_graph) write_file(dir / "inference.aotg", print_graph(*state.inference_graph));
+  if (!state.joint || !state.partition) return;
+  write_file(dir / "joint.aotg", print_graph(state.joint->graph));
+  write_file(dir / "forward.aotg", print_graph(state.partition->forward));
+  write_file(dir / "backward.aotg", print_graph(state.partition->backward));
+  write_file(dir / "joint.dot", joint_graph_dot(*state.joint, *state.partition));
+  if (svg) render_svg(dir / "joint.dot", dir / "joint.svg");
+}
+
+}  // namespace aotpipe::cli
