@@ -13,6 +13,8 @@ function(aotpipe_add_component name)
   endif()
   add_library(aotpipe::${name} ALIAS ${target})
   set_target_properties(${target} PROPERTIES EXPORT_NAME ${name} OUTPUT_NAME aotpipe_${name})
+  # Installed shared libraries (BUILD_SHARED_LIBS=ON) find each other in their own folder.
+  set_target_properties(${target} PROPERTIES INSTALL_RPATH "$ORIGIN")
   file(CREATE_LINK ${CMAKE_CURRENT_SOURCE_DIR} ${AOTPIPE_BUILD_INCLUDE_DIR}/aotpipe/${name} SYMBOLIC)
   target_include_directories(${target} ${scope}
     $<BUILD_INTERFACE:${AOTPIPE_BUILD_INCLUDE_DIR}>

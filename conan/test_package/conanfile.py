@@ -1,0 +1,37 @@
+"""Consumes the aotpipe package as a user's CMake project would: CMakeDeps + CMakeToolchain,
+find_package(aotpipe) and aotpipe::aotpipe; then runs a program that compiles a function with
+aot_function and checks its output and gradient against eager PyTorch."""
+import os
+
+from conan import ConanFile
+from conan.tools.build import can_run
+from conan.tools.cmake import CMake, CMakeDeps, CMakeToolchain
+
+
+class AotpipeTestPackageConan(ConanFile):
+    settings = "os", "arch", "compiler", "build_type"
+    generators = "VirtualRunEnv"
+    test_type = "explicit"
+
+    def requirements(self):
+        self.requires(self.tested_reference_str)
+
+    def layout(self):
+        # Built in the repository's build-conan/ (ignored by git), not beside these sources.
+        self.folders.build = os.path.join("..", "..", "build-conan", "test_package", str(self.settings.build_type))
+        self.folders.generators = os.path.join(self.folders.build, "generators")
+
+    def generate(self):
+        toolchain = CMakeToolchain(self)
+        toolchain.user_presets_path = False  # no CMakeUserPresets.json in the source tree
+        toolchain.generate()
+        CMakeDeps(self).generate()
+
+    def build(self):
+        cmake = CMake(self)
+        cmake.configure()
+        cmake.build()
+
+    def test(self):
+        if can_run(self):
+            self.run(os.path.join(self.build_folder, "test_package"), env="conanrun")
