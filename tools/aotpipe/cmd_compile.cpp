@@ -166,13 +166,7 @@ void print_summary(const std::vector<GraphRow>& rows, double wall_seconds, std::
   for (const GraphRow& r : rows) {
     if (r.ok()) continue;
     fmt::print("  {} ({}): {}:\n", r.file, r.name, r.failed_stage);
-    std::size_t pos = 0;
-    while (pos <= r.message.size()) {
-      std::size_t end = r.message.find('\n', pos);
-      if (end == std::string::npos) end = r.message.size();
-      if (end > pos) fmt::print("    {}\n", r.message.substr(pos, end - pos));
-      pos = end + 1;
-    }
+    print_message_lines(r.message, "    ");
   }
 }
 
@@ -210,10 +204,9 @@ int run_compile(const CompileOptions& options) {
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   progress.finish();
 
-  std::set<std::string> top_level_stages;
-  for (const StageSpec& spec : parse_pipeline_text(options.pipeline)) top_level_stages.insert(spec.name);
-  std::vector<std::string> stage_columns;
+  std::vector<std::string> stage_columns;  // the top-level stages, in pipeline order
   for (const StageSpec& spec : parse_pipeline_text(options.pipeline)) stage_columns.push_back(spec.name);
+  const std::set<std::string> top_level_stages(stage_columns.begin(), stage_columns.end());
 
   for (std::size_t j = 0; j < results.size(); ++j) {
     CompileResult& result = results[j];

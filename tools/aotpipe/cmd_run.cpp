@@ -117,13 +117,7 @@ void print_summary(const std::vector<RunResult>& results) {
       fmt::print("  {}: {}: {}\n", r.file, to_string(r.failure->stage), msg);
     } else {
       fmt::print("  {}: {}:\n", r.file, to_string(r.failure->stage));
-      std::size_t pos = 0;
-      while (pos <= msg.size()) {
-        std::size_t end = msg.find('\n', pos);
-        if (end == std::string::npos) end = msg.size();
-        if (end > pos) fmt::print("    {}\n", msg.substr(pos, end - pos));
-        pos = end + 1;
-      }
+      print_message_lines(msg, "    ");
     }
   }
 }

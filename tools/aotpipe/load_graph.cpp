@@ -21,6 +21,16 @@ std::string_view to_string(FailureStage stage) {
   return "error";
 }
 
+void print_message_lines(std::string_view message, std::string_view indent) {
+  std::size_t pos = 0;
+  while (pos <= message.size()) {
+    std::size_t end = message.find('\n', pos);
+    if (end == std::string_view::npos) end = message.size();
+    if (end > pos) fmt::print("{}{}\n", indent, message.substr(pos, end - pos));
+    pos = end + 1;
+  }
+}
+
 std::string strip_backtrace(std::string message) {
   auto pos = message.find("Exception raised from ");
   if (pos != std::string::npos) {

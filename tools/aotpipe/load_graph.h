@@ -29,6 +29,10 @@ struct LoadedGraph {
 // (most recent call first):" and the frames after it).
 std::string strip_backtrace(std::string message);
 
+// Prints each non-empty line of a (possibly multi-line) message on stdout, after `indent`: how
+// the reports list a failure's message under its heading.
+void print_message_lines(std::string_view message, std::string_view indent);
+
 // Reads, parses and verifies `path`; never throws for a bad file. Parse errors carry
 // "line L, column C: ...". Tensor constants need not be bound (the text form has no data).
 LoadedGraph load_graph(const std::filesystem::path& path);
