@@ -90,6 +90,27 @@ if(AotpipeTorch_FOUND)
     target_link_libraries(aotpipe::torch INTERFACE "-Wl,--no-as-needed" ${_aotpipe_torch_libs} "-Wl,--as-needed")
   endif()
   target_link_options(aotpipe::torch INTERFACE "-Wl,-rpath,${AOTPIPE_TORCH_DIR}/lib")
+
+  # aotpipe::torch_cuda: for code that uses libtorch's CUDA API itself (c10::cuda streams,
+  # at::cuda::CUDAGraph): libtorch_cuda, libc10_cuda and the CUDA runtime headers the wheel
+  # ships (nvidia/cu*/include), else a toolkit's. Defined only where all are found.
+  find_library(AotpipeTorch_torch_cuda_LIBRARY torch_cuda PATHS ${AOTPIPE_TORCH_DIR}/lib NO_DEFAULT_PATH)
+  file(GLOB _aotpipe_cuda_inc_hints ${AOTPIPE_TORCH_DIR}/../nvidia/cu*/include ${AOTPIPE_TORCH_DIR}/../nvidia/cuda_runtime/include)
+  find_path(AotpipeTorch_CUDA_INCLUDE_DIR cuda_runtime_api.h HINTS ${_aotpipe_cuda_inc_hints} PATHS /usr/local/cuda/include)
+  # The CUDA runtime libtorch_cuda itself loads (the wheel's, found beside those headers).
+  get_filename_component(_aotpipe_cuda_root "${AotpipeTorch_CUDA_INCLUDE_DIR}" DIRECTORY)
+  find_library(AotpipeTorch_cudart_LIBRARY NAMES cudart libcudart.so.13 libcudart.so.12
+               PATHS ${_aotpipe_cuda_root}/lib ${_aotpipe_cuda_root}/lib64 NO_DEFAULT_PATH)
+  if(NOT _aotpipe_torch_cuda STREQUAL "OFF" AND AotpipeTorch_torch_cuda_LIBRARY AND AotpipeTorch_c10_cuda_LIBRARY
+     AND AotpipeTorch_CUDA_INCLUDE_DIR AND AotpipeTorch_cudart_LIBRARY)
+    add_library(aotpipe::torch_cuda INTERFACE IMPORTED)
+    set_target_properties(aotpipe::torch_cuda PROPERTIES
+      INTERFACE_SYSTEM_INCLUDE_DIRECTORIES "${AotpipeTorch_CUDA_INCLUDE_DIR}"
+      INTERFACE_INCLUDE_DIRECTORIES "${AotpipeTorch_CUDA_INCLUDE_DIR}")
+    target_link_libraries(aotpipe::torch_cuda INTERFACE aotpipe::torch
+      "-Wl,--no-as-needed" ${AotpipeTorch_torch_cuda_LIBRARY} ${AotpipeTorch_c10_cuda_LIBRARY} "-Wl,--as-needed"
+      ${AotpipeTorch_cudart_LIBRARY})
+  endif()
 endif()
 
 # The Python that has this torch: differential tests run PyTorch as the oracle with it.

@@ -1,5 +1,8 @@
 // The tracer. The mechanism (and what was checked on libtorch 2.11) is in docs/libtorch-2.11.md;
 // how to use it and its limits in docs/tracer.md.
+#include <aotpipe/graph/example_tensor.h>
+#include <aotpipe/graph/internal/fake_device_guard.h>
+#include <aotpipe/graph/internal/trace_backward.h>
 #include <aotpipe/graph/passes.h>
 #include <aotpipe/graph/tracer.h>
 
@@ -7,6 +10,7 @@
 #include <ATen/FunctionalTensorWrapper.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/enum_tag.h>
+#include <c10/core/AutogradState.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/function.h>
@@ -23,6 +27,8 @@ namespace aotpipe {
 namespace {
 
 namespace fimpl = at::functionalization::impl;
+using detail::FakeDeviceScope;
+using detail::install_fake_device_guard;
 
 // The dispatch key the fallback lives on: below Functionalize and autograd, above the backends
 // (where Python's proxy/fake modes live). Unused by libtorch 2.11 itself.
@@ -70,8 +76,10 @@ class TracingTensorImpl final : public c10::TensorImpl {
         state_(std::move(state)),
         value_(value),
         logical_device_(logical_device) {
-    // Reported device: CPU, so the autograd engine runs the backward on the calling thread.
-    device_opt_ = c10::Device(c10::kCPU);
+    // Reported device: the device of the tensor it stands for, so that device inference in
+    // ATen (options(), *_like, _to_copy with a dtype only) and user code see what eager sees.
+    // The backward still runs on the calling thread: traces disable autograd multithreading.
+    device_opt_ = logical_device_;
     refresh();
   }
 
@@ -103,7 +111,7 @@ class TracingTensorImpl final : public c10::TensorImpl {
     state_ = other->state_;
     value_ = other->value_;
     logical_device_ = other->logical_device_;
-    device_opt_ = c10::Device(c10::kCPU);
+    device_opt_ = logical_device_;
   }
 
  private:
@@ -111,7 +119,7 @@ class TracingTensorImpl final : public c10::TensorImpl {
   c10::intrusive_ptr<c10::TensorImpl> copy_impl(VersionCounter&& version_counter, bool allow_change) const {
     auto impl = c10::make_intrusive<TracingTensorImpl>(inner_, state_, value_, logical_device_);
     copy_tensor_metadata(this, impl.get(), std::forward<VersionCounter>(version_counter), allow_change);
-    impl->device_opt_ = c10::Device(c10::kCPU);
+    impl->device_opt_ = logical_device_;
     impl->refresh_numel();
     return impl;
   }
@@ -203,6 +211,68 @@ std::string error_text(const std::exception& e) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// The device of an op's results, inferred as eager does (and Python's
+// FakeTensor._find_common_device): a `device` argument that is not None wins; otherwise the
+// common device of the tensor arguments, where a 0-dim CPU tensor (a scalar) defers to any other
+// device; two tensors on different devices otherwise are the error eager raises. With no tensor
+// and no device, results are on the CPU (C++'s default device).
+class DeviceInference {
+ public:
+  explicit DeviceInference(std::string_view op_name)
+      : multi_device_(is_multi_device(op_name)), mixed_with_cpu_(op_name == "aten::_foreach_copy" ||
+                                                                  op_name == "aten::_foreach_copy_") {}
+
+  void set_explicit(c10::Device d) { explicit_ = d; }
+
+  // A tensor argument: its device, whether it is a 0-dim CPU tensor, and how to name it.
+  void merge(c10::Device d, bool zero_dim, const std::string& what) {
+    const bool cpu_scalar = d.is_cpu() && zero_dim;
+    if (!common_) {
+      common_ = d;
+      common_is_cpu_scalar_ = cpu_scalar;
+      common_what_ = what;
+      return;
+    }
+    if (d == *common_) {
+      if (common_is_cpu_scalar_) common_is_cpu_scalar_ = cpu_scalar;
+      return;
+    }
+    if (multi_device_ || cpu_scalar) return;
+    if (common_is_cpu_scalar_) {
+      common_ = d;
+      common_is_cpu_scalar_ = false;
+      common_what_ = what;
+      return;
+    }
+    if (mixed_with_cpu_ && (d.is_cpu() || common_->is_cpu())) return;
+    if (!conflict_)
+      conflict_ = "expected all tensors to be on the same device, as eager does, but " + common_what_ + " is on " +
+                  common_->str() + " and " + what + " is on " + d.str();
+  }
+
+  const std::optional<std::string>& conflict() const { return conflict_; }
+  c10::Device result() const { return explicit_ ? *explicit_ : common_ ? *common_ : c10::Device(c10::kCPU); }
+
+ private:
+  // Ops that take tensors on several devices and produce their first argument's device.
+  static bool is_multi_device(std::string_view name) {
+    static const std::unordered_set<std::string_view> ops = {
+        "aten::copy_", "aten::copy", "aten::_copy_from", "aten::_copy_from_and_resize", "aten::_unsafe_index_put",
+        "aten::slice_scatter", "aten::diagonal_scatter", "aten::index_put", "aten::index_put_",
+        "aten::_index_put_impl_", "aten::index", "aten::_unsafe_index"};
+    return ops.count(name) > 0;
+  }
+
+  bool multi_device_;
+  bool mixed_with_cpu_;
+  std::optional<c10::Device> explicit_;
+  std::optional<c10::Device> common_;
+  bool common_is_cpu_scalar_ = false;
+  std::string common_what_;
+  std::optional<std::string> conflict_;
+};
+
+// ---------------------------------------------------------------------------------------------
 // The fallback.
 
 struct OpCall {
@@ -217,8 +287,6 @@ struct OpCall {
   std::vector<at::Tensor> outer_inputs;   // the matching outer tensor (undefined for constants)
   std::vector<at::Tensor> real_inputs;    // cpu_fallback: zero-filled real stand-ins
   std::vector<bool> outer_written;        // the schema says the op writes that argument
-  c10::Device device = c10::Device(c10::kCPU);
-  bool device_known = false;
 };
 
 Value* constant_value(TraceState& st, const at::Tensor& t) {
@@ -305,6 +373,7 @@ void trace_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*ks*/, t
          "trace in TraceMode::Real or avoid the op");
 
   OpCall call(op, schema, st, owner);
+  DeviceInference devices(schema.operator_name().name);
   if (fake && !op.hasKernelForDispatchKey(c10::DispatchKey::Meta) &&
       !op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) &&
       !op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional)) {
@@ -322,7 +391,7 @@ void trace_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*ks*/, t
   // Record the arguments and unwrap them.
   std::vector<Argument> graph_args;
   graph_args.reserve(nargs);
-  auto unwrap = [&](const at::Tensor& t, bool written, Value** value_out) -> at::Tensor {
+  auto unwrap = [&](const at::Tensor& t, bool written, Value** value_out, const auto& describe) -> at::Tensor {
     at::Tensor inner;
     at::Tensor outer;
     if (!t.defined()) {
@@ -333,13 +402,11 @@ void trace_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*ks*/, t
       inner = tt->inner();
       outer = t;
       *value_out = tt->value();
-      if (!call.device_known) {
-        call.device = tt->logical_device();
-        call.device_known = true;
-      }
+      devices.merge(tt->logical_device(), t.dim() == 0, describe(*value_out));
     } else {
       // A closed-over real tensor: a named constant of the graph.
       *value_out = constant_value(*st, t);
+      devices.merge(t.device(), t.dim() == 0, describe(*value_out));
       if (fake) {
         inner = at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kMeta));
         if (t.unsafeGetTensorImpl()->is_wrapped_number()) inner.unsafeGetTensorImpl()->set_wrapped_number(true);
@@ -358,16 +425,20 @@ void trace_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*ks*/, t
     auto& a = (*stack)[first + i];
     const auto& arg = schema.arguments()[i];
     const bool written = arg.alias_info() && arg.alias_info()->isWrite();
+    auto describe = [&](Value* v) { return "argument '" + arg.name() + "' (%" + v->name() + ")"; };
+    auto describe_element = [&](std::size_t k) {
+      return [&arg, k](Value* v) { return "argument '" + arg.name() + "'[" + std::to_string(k) + "] (%" + v->name() + ")"; };
+    };
     if (a.isTensor()) {
       Value* v = nullptr;
-      a = unwrap(a.toTensor(), written, &v);
+      a = unwrap(a.toTensor(), written, &v, describe);
       graph_args.push_back(v ? Argument(v) : Argument::none());
     } else if (a.isTensorList()) {
       ValueList values;
       std::vector<at::Tensor> inner;
       for (const at::Tensor& t : a.toTensorList()) {
         Value* v = nullptr;
-        inner.push_back(unwrap(t, written, &v));
+        inner.push_back(unwrap(t, written, &v, describe_element(values.values.size())));
         values.values.push_back(v);
       }
       a = std::move(inner);
@@ -378,7 +449,7 @@ void trace_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*ks*/, t
       for (const c10::IValue& e : a.toListRef()) {
         if (e.isTensor()) {
           Value* v = nullptr;
-          inner.push_back(unwrap(e.toTensor(), written, &v));
+          inner.push_back(unwrap(e.toTensor(), written, &v, describe_element(values.values.size())));
           values.values.push_back(v);
         } else {
           inner.push_back(std::nullopt);
@@ -391,13 +462,14 @@ void trace_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*ks*/, t
       graph_args.emplace_back(a);
       if (is_device_type(arg)) {
         if (a.isDevice()) {
-          call.device = a.toDevice();
-          call.device_known = true;
+          devices.set_explicit(a.toDevice());
+          if (fake) install_fake_device_guard(a.toDevice().type());
         }
         if (fake) device_args.push_back(first + i);
       }
     }
   }
+  if (devices.conflict()) fail(qualified_name(op), *devices.conflict());
 
   // Run the op on the inner tensors. Fake mode: on meta tensors; if there is no Meta kernel
   // (or the composite kernel ends in an op without one), on zero-filled CPU stand-ins.
@@ -439,6 +511,9 @@ void trace_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*ks*/, t
     };
     for (std::size_t i = first; i < stack->size(); ++i)
       map_tensors((*stack)[i], is_tensor_list_type(schema.arguments()[i - first]), to_real);
+    // Factories among them run on the CPU too; the results still report the inferred device.
+    for (std::size_t pos : device_args)
+      if ((*stack)[pos].isDevice()) (*stack)[pos] = c10::Device(c10::kCPU);
     try {
       op.callBoxed(stack);
     } catch (const std::exception& e) {
@@ -469,7 +544,7 @@ void trace_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*ks*/, t
     if (call.outer_written[k] && call.outer_inputs[k].defined()) as_traced(call.outer_inputs[k])->refresh();
 
   // Record the node.
-  const c10::Device device = call.device;
+  const c10::Device device = devices.result();
   std::vector<OutputSpec> specs;
   auto spec_for = [&](const at::Tensor& t) {
     OutputSpec spec;
@@ -549,7 +624,24 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> traced_native_batch_norm(
   return at::_native_batch_norm_legit_no_training(input, weight, bias, mean, var, momentum, eps);
 }
 
-TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) { m.impl("native_batch_norm", TORCH_FN(traced_native_batch_norm)); }
+// On a CUDA tensor, batch_norm picks cudnn_batch_norm, which has no Meta or CPU kernel and hides
+// the same running-stat update: PyTorch decomposes it on the Autograd key into native_batch_norm
+// (torch/_decomp/decompositions.py, cudnn_batch_norm), and so do we, with the same extra result.
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> traced_cudnn_batch_norm(
+    const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+    const std::optional<at::Tensor>& running_mean, const std::optional<at::Tensor>& running_var, bool training,
+    double exponential_average_factor, double epsilon) {
+  auto [out, mean, invstd] = traced_native_batch_norm(input, weight, bias, running_mean, running_var, training,
+                                                      exponential_average_factor, epsilon);
+  at::Tensor reserve = input.new_zeros({0}, input.options().dtype(at::kByte));
+  if (training) return {out, mean, invstd, reserve};
+  return {out, weight.new_zeros({0}), weight.new_zeros({0}), reserve};
+}
+
+TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
+  m.impl("native_batch_norm", TORCH_FN(traced_native_batch_norm));
+  m.impl("cudnn_batch_norm", TORCH_FN(traced_cudnn_batch_norm));
+}
 
 // ---------------------------------------------------------------------------------------------
 // Driving a trace.
@@ -574,15 +666,32 @@ class ModeScope {
   c10::impl::IncludeDispatchKeyGuard include_;
 };
 
+class MultithreadingOff {
+ public:
+  MultithreadingOff() : previous_(c10::AutogradState::get_tls_state().get_multithreading_enabled()) {
+    c10::AutogradState::get_tls_state().set_multithreading_enabled(false);
+  }
+  ~MultithreadingOff() { c10::AutogradState::get_tls_state().set_multithreading_enabled(previous_); }
+  MultithreadingOff(const MultithreadingOff&) = delete;
+  MultithreadingOff& operator=(const MultithreadingOff&) = delete;
+
+ private:
+  bool previous_;
+};
+
 struct Tracer {
   std::shared_ptr<TraceState> st;
+  // Fake traces of CUDA programs make no CUDA call (graph/internal/fake_device_guard.h).
+  std::optional<FakeDeviceScope> fake_devices;
   std::vector<at::Tensor> traced_inputs;      // what fn sees (functional wrappers when functionalizing)
   std::vector<at::Tensor> initial_inputs;     // the tracing tensors of the inputs, as created
   std::vector<const c10::StorageImpl*> input_storages;  // of traced_inputs, as created
   std::unordered_map<const c10::StorageImpl*, at::Tensor> storages;  // example storage -> base
   std::unordered_map<const c10::TensorImpl*, std::size_t> seen_inputs;  // example -> first position
 
-  explicit Tracer(TraceOptions options) : st(std::make_shared<TraceState>(std::move(options))) {}
+  explicit Tracer(TraceOptions options) : st(std::make_shared<TraceState>(std::move(options))) {
+    if (st->fake()) fake_devices.emplace();
+  }
 
   // A graph input from an example tensor (fake: a view of one fake storage per real storage).
   at::Tensor add_input(const std::string& name, const at::Tensor& x) {
@@ -590,6 +699,9 @@ struct Tracer {
     TORCH_CHECK(x.defined(), "aotpipe::trace: example input '", name, "' is undefined");
     TORCH_CHECK(!as_traced(x) && !fimpl::isFunctionalTensor(x), "aotpipe::trace: example input '", name,
                 "' is a tracing tensor (nested traces take real example inputs)");
+    TORCH_CHECK(st->fake() || !is_metadata_example(x), "aotpipe::trace: example input '", name,
+                "' is a metadata example (it has no data); TraceMode::Real needs real tensors");
+    install_fake_device_guard(x.device().type());
     TensorMeta meta = meta_of(x, x.device());
     meta.requires_grad = x.requires_grad();
     Value* v = st->graph.add_input(name, meta);
@@ -654,6 +766,9 @@ struct Tracer {
   template <class F>
   TensorList run(F&& body) {
     ModeScope mode(st);
+    // Backward nodes run on this thread's CPU ready queue whatever device they report, as
+    // AOTAutograd does with torch.autograd.set_multithreading_enabled(False).
+    MultithreadingOff single_threaded_autograd;
     std::optional<c10::impl::IncludeDispatchKeyGuard> functionalize;
     std::optional<fimpl::FunctionalizationReapplyViewsGuard> reapply;
     if (st->options.functionalize) {
@@ -846,12 +961,11 @@ TraceResult trace_joint(const TraceFunction& fn, const TensorList& example_input
       TensorList result = fw_outs;
       if (!wrt.empty()) {
         std::vector<at::Tensor> grads;
+        tracer.st->backward_phase = true;  // what the backward nodes record, and the zeros below
         if (!diff_outs.empty())
-          grads = torch::autograd::grad(diff_outs, wrt, diff_tangents, /*retain_graph=*/false,
-                                        /*create_graph=*/false, /*allow_unused=*/true);
+          grads = detail::trace_backward(diff_outs, wrt, diff_tangents);
         else
           grads.resize(wrt.size());
-        tracer.st->backward_phase = true;  // the zeros stand for gradients: backward ops
         for (std::size_t i = 0; i < wrt.size(); ++i) {
           if (!grads[i].defined()) undefined_grads.push_back(i);
           result.push_back(grads[i].defined() ? grads[i] : at::zeros_like(wrt[i]));

@@ -41,6 +41,21 @@ struct CallFrame {
   TensorList all_returns;  // every forward return, as the compiled forward produced it
 };
 
+// The compiled backward run with create_graph=True. Its results require grad when what it read
+// does, and differentiating them again raises: the compiled backward graph is not differentiable.
+struct CompiledBackwardOnce : torch::autograd::Function<CompiledBackwardOnce> {
+  static variable_list forward(AutogradContext* ctx, const CompiledArtifacts* a, at::TensorList bw_args) {
+    ctx->saved_data["name"] = a->name;
+    return a->backward(bw_args.vec());
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list /*grad_outputs*/) {
+    throw std::runtime_error(fmt::format(
+        "aotpipe ({}): double backward through a compiled function is not supported: a second-order gradient "
+        "would flow through the compiled backward graph, which is not differentiable",
+        ctx->saved_data["name"].toStringRef()));
+  }
+};
+
 struct CompiledAutogradFunction : torch::autograd::Function<CompiledAutogradFunction> {
   // `args` is an at::TensorList: apply() only sees tensors through Tensor / TensorList arguments.
   static variable_list forward(AutogradContext* ctx, CallFrame* frame, at::TensorList args) {
@@ -76,11 +91,6 @@ struct CompiledAutogradFunction : torch::autograd::Function<CompiledAutogradFunc
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
     const auto holder = c10::static_intrusive_pointer_cast<ArtifactsHolder>(ctx->saved_data["artifacts"].toCapsule());
     const CompiledArtifacts* a = holder->artifacts.get();
-    if (at::GradMode::is_enabled())
-      throw std::runtime_error(fmt::format(
-          "aotpipe ({}): double backward (create_graph=True) through a compiled function is not supported: the "
-          "compiled backward graph is not differentiable",
-          a->name));
     const auto& returns_mask = a->autograd_returns;
     TensorList bw_args = ctx->get_saved_variables();
     std::size_t grad_index = 0;
@@ -90,7 +100,12 @@ struct CompiledAutogradFunction : torch::autograd::Function<CompiledAutogradFunc
       if (!a->tangent_mask[i]) continue;
       bw_args.push_back(g.defined() ? g.contiguous() : g);
     }
-    TensorList grads = a->backward(std::move(bw_args));
+    // create_graph=True: the first-order gradients are computed as usual; they get a grad_fn
+    // that refuses only when a second-order gradient has to flow through it (as PyTorch's
+    // CompiledFunctionBackward does).
+    TensorList grads = at::GradMode::is_enabled()
+                           ? CompiledBackwardOnce::apply(holder->artifacts.get(), at::TensorList(bw_args))
+                           : a->backward(std::move(bw_args));
     if (grads.size() != a->grad_primals.size())
       throw std::runtime_error(fmt::format("aotpipe runtime ({}): the compiled backward returned {} gradients, expected {}",
                                            a->name, grads.size(), a->grad_primals.size()));
@@ -143,6 +158,12 @@ RuntimeFn make_runtime(std::shared_ptr<const CompiledArtifacts> artifacts) {
     if (args.size() != meta.input_info.size())
       throw std::invalid_argument(fmt::format("aotpipe ({}): called with {} inputs, compiled for {}", a.name,
                                               args.size(), meta.input_info.size()));
+    for (std::size_t i = 0; i < args.size() && i < a.input_devices.size(); ++i)
+      if (args[i].defined() && args[i].device() != a.input_devices[i])
+        throw std::invalid_argument(fmt::format(
+            "aotpipe ({}): input {} is on {}, but the function was compiled for {} (compile it again for this "
+            "device; aot_function does so by itself)",
+            a.name, i, args[i].device().str(), a.input_devices[i].str()));
     const TensorList inputs = args;  // the caller's tensors, for mutations and aliases
     TensorList all;                  // every forward return
     if (a.trace_joint) {
@@ -209,6 +230,7 @@ std::shared_ptr<const CompiledArtifacts> artifacts_of(const CompileState& state)
   a->trace_joint = state.needs_autograd;
   a->forward = state.compiled_forward;
   a->backward = state.compiled_backward;
+  for (const at::Tensor& arg : state.args) a->input_devices.push_back(arg.defined() ? arg.device() : c10::Device(c10::kCPU));
   if (state.needs_autograd) {
     if (!state.partition || !state.joint)
       throw std::logic_error("aotpipe: a training compile without a partitioned joint graph");

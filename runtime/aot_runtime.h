@@ -22,6 +22,9 @@ struct CompiledArtifacts {
   std::vector<bool> autograd_returns;
   std::vector<std::size_t> grad_primals;        // primal index of each backward output
   std::vector<std::size_t> undefined_grads;     // backward outputs autograd left undefined
+  // The device of each input it was compiled for (inner convention; CPU for undefined ones):
+  // a call with a tensor elsewhere is refused by name instead of failing inside a kernel.
+  std::vector<c10::Device> input_devices;
 };
 
 // The callable of the inner convention: prologue, compiled graphs (through autograd when

@@ -51,7 +51,8 @@ TensorList grads_of(const TensorList& leaves, const TensorList& outputs, uint64_
   auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
   for (const auto& o : outputs) {
     if (!o.defined() || !o.requires_grad() || !o.is_floating_point()) continue;
-    at::Tensor w = at::randn(o.sizes(), gen, o.options().requires_grad(false));
+    // Drawn on the CPU (the generator's device), then moved: the same weights on any device.
+    at::Tensor w = at::randn(o.sizes(), gen, o.options().device(c10::kCPU).requires_grad(false)).to(o.device());
     at::Tensor term = (o * w).sum();
     loss = loss.defined() ? loss + term : term;
   }

@@ -1,3 +1,4 @@
+#include <aotpipe/graph/example_tensor.h>
 #include <aotpipe/graph/interpreter.h>
 #include <aotpipe/graph/random_tensor.h>
 #include <aotpipe/runtime/graph_function.h>
@@ -24,18 +25,34 @@ Function graph_function(std::shared_ptr<const Graph> graph) {
   return [interpreter, graph = std::move(graph)](const TensorList& args) { return interpreter->run(args); };
 }
 
-TensorList example_args(const Graph& graph, at::Generator& gen) {
+namespace {
+
+template <class Make>
+TensorList args_from_meta(const Graph& graph, Make&& make) {
   TensorList args;
   args.reserve(graph.num_inputs());
   for (std::size_t i = 0; i < graph.num_inputs(); ++i) {
     const Value* input = graph.input(i);
     if (!input->meta())
       throw GraphError(fmt::format("graph '{}': input {} (%{}) has no TensorMeta", graph.name(), i, input->name()));
-    at::Tensor t = random_tensor(*input->meta(), gen);
+    at::Tensor t = make(*input->meta());
     if (input->meta()->requires_grad) t.requires_grad_(true);
     args.push_back(std::move(t));
   }
   return args;
+}
+
+}  // namespace
+
+TensorList example_args(const Graph& graph, at::Generator& gen) {
+  return args_from_meta(graph, [&gen](const TensorMeta& meta) { return random_tensor(meta, gen); });
+}
+
+TensorList metadata_example_args(const Graph& graph) {
+  return args_from_meta(graph, [](TensorMeta meta) {
+    meta.requires_grad = false;  // set by args_from_meta, as for real examples
+    return metadata_example(meta);
+  });
 }
 
 }  // namespace aotpipe

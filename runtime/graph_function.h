@@ -20,4 +20,9 @@ Function graph_function(std::shared_ptr<const Graph> graph);
 // GraphError naming the input for one without metadata.
 TensorList example_args(const Graph& graph, at::Generator& gen);
 
+// One metadata example (graph/example_tensor.h) per input: what a compile needs, with no data
+// and no device memory, so a graph whose inputs are on cuda:0 compiles on a machine without a
+// GPU. Throws GraphError naming the input for one without metadata.
+TensorList metadata_example_args(const Graph& graph);
+
 }  // namespace aotpipe

@@ -136,19 +136,27 @@ TEST(AotFunctionRuntime, NewSignatureRecompiles) {
   EXPECT_EQ(f.num_compiled(), 3u);
 }
 
-TEST(AotFunctionRuntime, DoubleBackwardRaisesAClearError) {
-  CompiledFunction f = aot_function([](const TensorList& a) { return TensorList{a[0].sin()}; });
+TEST(AotFunctionRuntime, CreateGraphWorksOnceAndDoubleBackwardRaises) {
+  auto fn = [](const TensorList& a) { return TensorList{(a[0] * a[0]).sin()}; };
+  CompiledFunction f = aot_function(fn);
   at::Tensor x = torch::randn({3}, torch::requires_grad());
-  // First order works.
-  auto g = torch::autograd::grad({f({x})[0].sum()}, {x});
-  EXPECT_TRUE(at::allclose(g[0], x.cos()));
-  // create_graph (what double backward needs) is refused, never silently wrong.
+  // First order with create_graph=True works as in eager (PyTorch raises only when a
+  // second-order gradient has to flow through the compiled backward).
+  auto g = torch::autograd::grad({f({x})[0].sum()}, {x}, {}, /*retain_graph=*/true, /*create_graph=*/true);
+  auto ge = torch::autograd::grad({fn({x})[0].sum()}, {x}, {}, true, true);
+  EXPECT_TRUE(at::allclose(g[0], ge[0]));
+  EXPECT_TRUE(g[0].requires_grad());
+  // Differentiating that gradient again is refused with a clear message, never silently wrong.
   try {
-    torch::autograd::grad({f({x})[0].sum()}, {x}, {}, /*retain_graph=*/true, /*create_graph=*/true);
+    torch::autograd::grad({g[0].sum()}, {x});
     FAIL() << "expected an error";
   } catch (const std::exception& e) {
-    EXPECT_THAT(e.what(), ::testing::HasSubstr("double backward"));
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("double backward through a compiled function is not supported"));
   }
+  // Plain first order is unaffected.
+  auto g1 = torch::autograd::grad({f({x})[0].sum()}, {x});
+  EXPECT_TRUE(at::allclose(g1[0], ge[0]));
+  EXPECT_FALSE(g1[0].requires_grad());
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // aotpipe compile INPUT... [-j N] [--pipeline SPEC] [--partitioner min_cut|default] [--out DIR]
-//                          [--trace FILE] [--check] [--no-svg] [--seed N]
+//                          [--trace FILE] [--check] [--no-svg] [--seed N] [--device D]
 //
 // Every graph file (a directory stands for its *.aotg files, recursively) is read as a user
 // program: its forward function, with example inputs made from the inputs' TensorMeta. All of
@@ -15,6 +15,7 @@
 #include "aotpipe/progress.h"
 #include "aotpipe/random_inputs.h"
 
+#include <aotpipe/graph/device_retarget.h>
 #include <aotpipe/pipeline/chrome_trace.h>
 #include <aotpipe/pipeline/scheduler.h>
 #include <aotpipe/runtime/compile_batch.h>
@@ -49,6 +50,7 @@ struct CompileOptions {
   bool check = false;
   bool no_svg = false;
   uint64_t seed = 0;
+  std::string device;  // empty: as the graph files say
 };
 
 // One row of the report: a graph file, compiled or not.
@@ -87,9 +89,11 @@ PreparedGraph prepare(const GraphFile& file, const CompileOptions& options, cons
   prepared.graph = std::make_shared<Graph>(std::move(*loaded.graph));
   row.name = prepared.graph->name();
   try {
+    if (!options.device.empty()) retarget_device(*prepared.graph, c10::Device(options.device));
     auto gen = at::make_generator<at::CPUGeneratorImpl>(options.seed);
     bind_random_constants(*prepared.graph, gen);
-    CompileJob job{row.name, graph_function(prepared.graph), example_args(*prepared.graph, gen), {}};
+    // Compiles are fake: metadata examples, so no data is made and no device is needed.
+    CompileJob job{row.name, graph_function(prepared.graph), metadata_example_args(*prepared.graph), {}};
     job.config.partition_fn = partitioner;
     prepared.job = std::move(job);
   } catch (const std::exception& e) {
@@ -276,6 +280,17 @@ Command add_compile_command(CLI::App& parent) {
                 "mutations, aliasing and gradients must match");
   app->add_flag("--no-svg", options->no_svg, "Do not render joint.svg with Graphviz");
   app->add_option("--seed", options->seed, "Seed of the example inputs and constants")->capture_default_str();
+  app->add_option("--device", options->device,
+                  "Compile every graph for this device (e.g. cuda:0): CPU values, inputs, constants and factory "
+                  "devices are moved to it. Needs no GPU, except with --check")
+      ->check([](const std::string& text) -> std::string {
+        try {
+          (void)c10::Device(text);
+          return {};
+        } catch (const std::exception&) {
+          return "not a device: '" + text + "' (cpu, cuda, cuda:1...)";
+        }
+      });
   return {app, [options] { return run_compile(*options); }};
 }
 

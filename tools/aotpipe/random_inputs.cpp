@@ -1,5 +1,7 @@
 #include "aotpipe/random_inputs.h"
 
+#include <aotpipe/graph/device_retarget.h>
+#include <aotpipe/graph/example_tensor.h>
 #include <aotpipe/graph/random_tensor.h>
 
 #include <ATen/ATen.h>
@@ -41,7 +43,8 @@ std::size_t bind_random_constants(Graph& graph, at::Generator& gen) {
     if (it != graph.tensor_constants().end() && it->second.defined()) continue;
     const TensorMeta* meta = node->output()->meta();
     if (!meta) throw GraphError(fmt::format("constant \"{}\" has no TensorMeta", key));
-    graph.bind_constant(key, random_tensor(*meta, gen));
+    // A constant on a device this machine lacks (compiling for a GPU without one): metadata only.
+    graph.bind_constant(key, device_available(meta->device) ? random_tensor(*meta, gen) : metadata_example(*meta));
     ++bound;
   }
   return bound;

@@ -1,0 +1,21 @@
+#pragma once
+// Moves a whole program to another device: what `aotpipe compile --device cuda:0` does to a graph
+// written for the CPU before compiling it (no data is touched; the graph's values, its inputs,
+// its factory ops' `device` arguments and its tensor constants all name the new device).
+#include <aotpipe/graph/graph.h>
+
+#include <c10/core/Device.h>
+
+namespace aotpipe {
+
+// Every TensorMeta (inputs and node results) and every Device constant argument that names the
+// CPU now names `device`; values already on another device are left alone. Tensor constants are
+// moved to `device` when this machine has it and otherwise kept (a compile reads only their
+// metadata). Returns the number of changes.
+std::size_t retarget_device(Graph& graph, c10::Device device);
+
+// True when this process can put tensors on `device` (CPU and meta always; cuda:N when a GPU
+// with that index is present). Asks the device's guard, which may initialise its driver.
+bool device_available(c10::Device device);
+
+}  // namespace aotpipe
