@@ -12,6 +12,9 @@
 #                                             and message, the good ones still compile, exit status 1
 #   cli_test.sh compile_usage    AOTPIPE SOURCE_DIR
 #                                             --pipeline and --partitioner: text pipelines, usage errors
+#   cli_test.sh compile_cuda     AOTPIPE SOURCE_DIR
+#                                             --device cuda:0 without a GPU: every example compiles and
+#                                             every value of its compiled graphs is on cuda:0
 set -uo pipefail
 
 mode=$1 exe=$2 src=$3
@@ -157,6 +160,21 @@ case $mode in
       bash -c "grep -q frobnicate '$tmp/err' && grep -q synthetic_base '$tmp/err'"
     run compile "$src/examples/mlp_layer.aotg" --partitioner fastest
     check "an unknown partitioner is refused" test "$(rc)" -ne 0
+    ;;
+  compile_cuda)
+    run compile "$src/examples" -j 2 --device cuda:0 --no-svg --out "$tmp/out.d"
+    check "exit status 0" test "$(rc)" -eq 0
+    n=$(ls "$src"/examples/*.aotg | wc -l)
+    check "summary $n graphs, $n ok, 0 failed" compile_summary_is "$n" "$n" 0
+    ls "$tmp"/out.d/*/forward.aotg "$tmp"/out.d/*/backward.aotg "$tmp"/out.d/*/inference.aotg >"$tmp/graphs" 2>/dev/null
+    check "compiled graphs written" test -s "$tmp/graphs"
+    # Every tensor value (inputs and node results) says device=cuda:0; the CPU is never printed.
+    check "no value of a compiled graph is on the CPU" \
+      bash -c "! xargs grep -hE '%[A-Za-z_0-9]+: [a-z0-9]+\\[' <'$tmp/graphs' | grep -v 'device=cuda:0'"
+    check "factories name cuda:0" bash -c "! xargs grep -h 'device(\"cpu\")' <'$tmp/graphs'"
+    check "mlp_layer's forward is on cuda:0" grep -q "device=cuda:0" "$tmp/out.d/mlp_layer/forward.aotg"
+    run compile "$src/examples/mlp_layer.aotg" --device gpu0
+    check "a bad --device is a usage error naming it" bash -c "grep -q \"not a device: 'gpu0'\" '$tmp/err'"
     ;;
   *)
     echo "unknown mode $mode" >&2
