@@ -272,6 +272,24 @@ class DeviceInference {
   std::optional<std::string> conflict_;
 };
 
+// An op the program calls on a device whose backend has no kernel for it (a CPU-only kernel such
+// as _scaled_dot_product_flash_attention_for_cpu in a CUDA program): eager raises
+// NotImplementedError when it runs; a compile raises it now. Checked for CUDA when libtorch's CUDA
+// kernels are loaded (a CPU-only libtorch registers none, so nothing could be told apart there).
+std::optional<std::string> missing_backend_kernel(const c10::OperatorHandle& op, c10::Device device) {
+  if (!device.is_cuda()) return std::nullopt;
+  static const bool cuda_kernels_loaded = [] {
+    auto add = c10::Dispatcher::singleton().findSchema({"aten::add", "Tensor"});
+    return add && add->hasKernelForDispatchKey(c10::DispatchKey::CUDA);
+  }();
+  if (!cuda_kernels_loaded) return std::nullopt;
+  for (auto key : {c10::DispatchKey::CUDA, c10::DispatchKey::CompositeExplicitAutograd,
+                   c10::DispatchKey::CompositeExplicitAutogradNonFunctional, c10::DispatchKey::CompositeImplicitAutograd})
+    if (op.hasKernelForDispatchKey(key)) return std::nullopt;
+  return "has no CUDA kernel, so eager would fail here on " + device.str() +
+         " (the program calls a kernel of another backend)";
+}
+
 // ---------------------------------------------------------------------------------------------
 // The fallback.
 
@@ -470,6 +488,7 @@ void trace_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*ks*/, t
     }
   }
   if (devices.conflict()) fail(qualified_name(op), *devices.conflict());
+  if (const auto missing = missing_backend_kernel(op, devices.result())) fail(qualified_name(op), *missing);
 
   // Run the op on the inner tensors. Fake mode: on meta tensors; if there is no Meta kernel
   // (or the composite kernel ends in an op without one), on zero-filled CPU stand-ins.

@@ -163,9 +163,12 @@ case $mode in
     ;;
   compile_cuda)
     run compile "$src/examples" -j 2 --device cuda:0 --no-svg --out "$tmp/out.d"
-    check "exit status 0" test "$(rc)" -eq 0
     n=$(ls "$src"/examples/*.aotg | wc -l)
-    check "summary $n graphs, $n ok, 0 failed" compile_summary_is "$n" "$n" 0
+    # sdpa_causal_attention calls the CPU-only flash kernel: eager would fail on CUDA, so does the compile.
+    check "exit status 1 (one graph cannot run on CUDA)" test "$(rc)" -eq 1
+    check "summary $n graphs, $((n - 1)) ok, 1 failed" compile_summary_is "$n" "$((n - 1))" 1
+    check "the CPU-only kernel is named at compile time" \
+      compile_failed sdpa_causal_attention.aotg "metadata stage" "aten::_scaled_dot_product_flash_attention_for_cpu: has no CUDA kernel"
     ls "$tmp"/out.d/*/forward.aotg "$tmp"/out.d/*/backward.aotg "$tmp"/out.d/*/inference.aotg >"$tmp/graphs" 2>/dev/null
     check "compiled graphs written" test -s "$tmp/graphs"
     # Every tensor value (inputs and node results) says device=cuda:0; the CPU is never printed.

@@ -44,4 +44,9 @@ endif()
 step(configure ${CMAKE_COMMAND} ${configure_args})
 step(build ${CMAKE_COMMAND} --build ${consumer_build})
 step(run ${consumer_build}/consumer)
+# Where the package found libtorch's CUDA library the CUDA consumer was built; it checks itself
+# on a GPU and says it did nothing elsewhere.
+if(EXISTS ${consumer_build}/cuda_consumer)
+  step(run-cuda ${consumer_build}/cuda_consumer)
+endif()
 message(STATUS "package test: passed")
