@@ -2,6 +2,7 @@
 // how to use it and its limits in docs/tracer.md.
 #include <aotpipe/graph/example_tensor.h>
 #include <aotpipe/graph/internal/fake_device_guard.h>
+#include <aotpipe/graph/internal/meta_kernels.h>
 #include <aotpipe/graph/internal/trace_backward.h>
 #include <aotpipe/graph/passes.h>
 #include <aotpipe/graph/tracer.h>
@@ -709,6 +710,7 @@ struct Tracer {
   std::unordered_map<const c10::TensorImpl*, std::size_t> seen_inputs;  // example -> first position
 
   explicit Tracer(TraceOptions options) : st(std::make_shared<TraceState>(std::move(options))) {
+    detail::link_meta_kernels();
     if (st->fake()) fake_devices.emplace();
   }
 

@@ -78,8 +78,6 @@ const DeviceExpectation* expected_failure_on_test_device(const std::string& name
       // Functionalization turns this set_ into the input's new value: the epilogue's set_ raises eager's error.
       {"set__input_mutation", {"to a storage on different device", "to a storage on different device"}},
       {"set__to_intermediate_then_return_input", {"to a storage on different device", "to a storage on different device"}},
-      // lstm_cell on CUDA picks _thnn_fused_lstm_cell, which has no Meta kernel (issue #15).
-      {"lstm_cell_aten_3_steps", {"", "aten::_thnn_fused_lstm_cell: has neither a Meta nor a CPU kernel"}},
   };
   if (test_device().is_cpu()) return nullptr;
   auto it = cases.find(name);

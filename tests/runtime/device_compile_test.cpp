@@ -129,6 +129,23 @@ TEST(DeviceCompile, LogSoftmaxNllLossWithCpuScalarScale) {
   EXPECT_GT(cuda_outputs, 0u);
 }
 
+TEST(DeviceCompile, LstmCellTakesTheFusedCudaKernel) {
+  // On CUDA, lstm_cell is _thnn_fused_lstm_cell (no CPU kernel): traced with aotpipe's Meta kernels.
+  auto c = compile_training(
+      "lstm_cell",
+      [](const TensorList& a) {
+        auto [h, cell] = at::lstm_cell(a[0], {a[1], a[2]}, a[3], a[4], a[5], a[6]);
+        return TensorList{(h * cell).sum()};
+      },
+      {on(kCuda0, {4, 8}, true), on(kCuda0, {4, 16}), on(kCuda0, {4, 16}), on(kCuda0, {64, 8}, true),
+       on(kCuda0, {64, 16}, true), on(kCuda0, {64}, true), on(kCuda0, {64}, true)});
+  expect_all_graphs(c, all_cuda);
+  std::set<std::string> ops;
+  for (const Node* n : c.joint().nodes()) ops.insert(n->qualified_name());
+  EXPECT_TRUE(ops.count("aten::_thnn_fused_lstm_cell")) << "forward";
+  EXPECT_TRUE(ops.count("aten::_thnn_fused_lstm_cell_backward_impl")) << "backward";
+}
+
 TEST(DeviceCompile, MixedDevicesAreRejectedNamingOpAndInputs) {
   try {
     trace([](const TensorList& a) { return TensorList{at::mm(a[0], a[1])}; }, {on(kCuda0, {2, 3}), on(kCpu, {3, 2})});
