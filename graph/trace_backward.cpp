@@ -61,7 +61,6 @@ std::vector<at::Tensor> trace_backward(const std::vector<at::Tensor>& outputs, c
 
   // needed: post-order over the reachable graph. A node is needed when it has captures' targets
   // below it; a capture-only node (AccumulateGrad) itself is not run.
-  std::unordered_map<Node*, std::shared_ptr<Node>> owners;
   std::unordered_set<Node*> visited;
   std::vector<std::pair<Node*, std::size_t>> stack;
   auto leads_to_capture = [&](Node* n) {
@@ -70,16 +69,12 @@ std::vector<at::Tensor> trace_backward(const std::vector<at::Tensor>& outputs, c
   };
   for (const Edge& root : roots) {
     if (!root.function || !visited.insert(root.function.get()).second) continue;
-    owners[root.function.get()] = root.function;
     stack.emplace_back(root.function.get(), 0);
     while (!stack.empty()) {
       auto& [node, next] = stack.back();
       if (next < node->next_edges().size()) {
         const Edge& e = node->next_edges()[next++];
-        if (e.function && visited.insert(e.function.get()).second) {
-          owners[e.function.get()] = e.function;
-          stack.emplace_back(e.function.get(), 0);
-        }
+        if (e.function && visited.insert(e.function.get()).second) stack.emplace_back(e.function.get(), 0);
         continue;
       }
       for (const Edge& e : node->next_edges())
@@ -95,23 +90,20 @@ std::vector<at::Tensor> trace_backward(const std::vector<at::Tensor>& outputs, c
   }
 
   std::priority_queue<std::shared_ptr<Node>, std::vector<std::shared_ptr<Node>>, BySequenceNr> ready;
-  auto deliver = [&](const Edge& e, at::Tensor grad) {
-    if (!e.function || !leads_to_capture(e.function.get())) return;
+  // Adds a gradient to the input buffer of the edge's node; null when that node takes no part.
+  auto accumulate = [&](const Edge& e, at::Tensor grad) -> NodeState* {
+    if (!e.function || !leads_to_capture(e.function.get())) return nullptr;
     NodeState& st = state[e.function.get()];
     if (!st.buffer) st.buffer.emplace(e.function->num_inputs());
     st.buffer->add(e.input_nr, std::move(grad), std::nullopt, std::nullopt, e.function.get());
-    if (--st.dependencies == 0) ready.push(owners.at(e.function.get()));
+    return &st;
   };
   // Roots with dependencies wait for them; a root reached twice is queued once it is complete.
   std::unordered_set<Node*> queued_roots;
-  for (std::size_t i = 0; i < roots.size(); ++i) {
-    const Edge& e = roots[i];
-    if (!e.function || !leads_to_capture(e.function.get())) continue;
-    NodeState& st = state[e.function.get()];
-    if (!st.buffer) st.buffer.emplace(e.function->num_inputs());
-    st.buffer->add(e.input_nr, at::Tensor(root_grads[i]), std::nullopt, std::nullopt, e.function.get());
-    if (st.dependencies == 0 && queued_roots.insert(e.function.get()).second) ready.push(e.function);
-  }
+  for (std::size_t i = 0; i < roots.size(); ++i)
+    if (NodeState* st = accumulate(roots[i], root_grads[i]);
+        st && st->dependencies == 0 && queued_roots.insert(roots[i].function.get()).second)
+      ready.push(roots[i].function);
 
   at::AutoGradMode no_grad(false);  // create_graph=false
   while (!ready.empty()) {
@@ -125,14 +117,16 @@ std::vector<at::Tensor> trace_backward(const std::vector<at::Tensor>& outputs, c
     for (const Capture& c : st.captures) result[c.slot] = grads[c.input_nr];
     if (!st.needed) continue;
     for (const auto& hook : fn->pre_hooks()) grads = (*hook)(grads);
-    variable_list produced;
     fn->will_release_variables();
-    produced = (*fn)(variable_list(grads));
+    variable_list produced = (*fn)(variable_list(grads));
     fn->release_variables();
     for (const auto& hook : fn->post_hooks()) produced = (*hook)(produced, grads);
     torch::autograd::validate_outputs(fn->next_edges(), produced,
                                       [&](const std::string& msg) { return "Function " + fn->name() + ": " + msg; });
-    for (std::size_t k = 0; k < fn->next_edges().size(); ++k) deliver(fn->next_edges()[k], produced[k]);
+    for (std::size_t k = 0; k < fn->next_edges().size(); ++k) {
+      const Edge& e = fn->next_edges()[k];
+      if (NodeState* next = accumulate(e, produced[k]); next && --next->dependencies == 0) ready.push(e.function);
+    }
   }
   return result;
 }

@@ -219,36 +219,47 @@ std::string error_text(const std::exception& e) {
 // and no device, results are on the CPU (C++'s default device).
 class DeviceInference {
  public:
-  explicit DeviceInference(std::string_view op_name)
-      : multi_device_(is_multi_device(op_name)), mixed_with_cpu_(op_name == "aten::_foreach_copy" ||
-                                                                  op_name == "aten::_foreach_copy_") {}
+  // A tensor argument as errors name it: the schema argument, the list position, the graph value.
+  struct ArgRef {
+    const c10::Argument* arg = nullptr;
+    std::optional<std::size_t> element;
+    const Value* value = nullptr;
+    std::string describe() const {
+      return "argument '" + arg->name() + "'" + (element ? "[" + std::to_string(*element) + "]" : "") + " (%" +
+             value->name() + ")";
+    }
+  };
+
+  explicit DeviceInference(std::string_view op_name) : op_name_(op_name) {}
 
   void set_explicit(c10::Device d) { explicit_ = d; }
 
-  // A tensor argument: its device, whether it is a 0-dim CPU tensor, and how to name it.
-  void merge(c10::Device d, bool zero_dim, const std::string& what) {
+  // A tensor argument: its device and whether it is 0-dim. Costs nothing beyond compares unless
+  // devices differ (this runs for every argument of every traced op).
+  void merge(c10::Device d, bool zero_dim, const ArgRef& where) {
     const bool cpu_scalar = d.is_cpu() && zero_dim;
     if (!common_) {
       common_ = d;
       common_is_cpu_scalar_ = cpu_scalar;
-      common_what_ = what;
+      common_where_ = where;
       return;
     }
     if (d == *common_) {
       if (common_is_cpu_scalar_) common_is_cpu_scalar_ = cpu_scalar;
       return;
     }
-    if (multi_device_ || cpu_scalar) return;
+    if (cpu_scalar || is_multi_device(op_name_)) return;
     if (common_is_cpu_scalar_) {
       common_ = d;
       common_is_cpu_scalar_ = false;
-      common_what_ = what;
+      common_where_ = where;
       return;
     }
-    if (mixed_with_cpu_ && (d.is_cpu() || common_->is_cpu())) return;
+    const bool mixed_with_cpu = op_name_ == "aten::_foreach_copy" || op_name_ == "aten::_foreach_copy_";
+    if (mixed_with_cpu && (d.is_cpu() || common_->is_cpu())) return;
     if (!conflict_)
-      conflict_ = "expected all tensors to be on the same device, as eager does, but " + common_what_ + " is on " +
-                  common_->str() + " and " + what + " is on " + d.str();
+      conflict_ = "expected all tensors to be on the same device, as eager does, but " + common_where_.describe() +
+                  " is on " + common_->str() + " and " + where.describe() + " is on " + d.str();
   }
 
   const std::optional<std::string>& conflict() const { return conflict_; }
@@ -264,12 +275,11 @@ class DeviceInference {
     return ops.count(name) > 0;
   }
 
-  bool multi_device_;
-  bool mixed_with_cpu_;
+  std::string_view op_name_;
   std::optional<c10::Device> explicit_;
   std::optional<c10::Device> common_;
   bool common_is_cpu_scalar_ = false;
-  std::string common_what_;
+  ArgRef common_where_;
   std::optional<std::string> conflict_;
 };
 
@@ -410,7 +420,8 @@ void trace_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*ks*/, t
   // Record the arguments and unwrap them.
   std::vector<Argument> graph_args;
   graph_args.reserve(nargs);
-  auto unwrap = [&](const at::Tensor& t, bool written, Value** value_out, const auto& describe) -> at::Tensor {
+  auto unwrap = [&](const at::Tensor& t, bool written, Value** value_out, const c10::Argument& arg,
+                    std::optional<std::size_t> element) -> at::Tensor {
     at::Tensor inner;
     at::Tensor outer;
     if (!t.defined()) {
@@ -421,11 +432,11 @@ void trace_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*ks*/, t
       inner = tt->inner();
       outer = t;
       *value_out = tt->value();
-      devices.merge(tt->logical_device(), t.dim() == 0, describe(*value_out));
+      devices.merge(tt->logical_device(), t.dim() == 0, {&arg, element, *value_out});
     } else {
       // A closed-over real tensor: a named constant of the graph.
       *value_out = constant_value(*st, t);
-      devices.merge(t.device(), t.dim() == 0, describe(*value_out));
+      devices.merge(t.device(), t.dim() == 0, {&arg, element, *value_out});
       if (fake) {
         inner = at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kMeta));
         if (t.unsafeGetTensorImpl()->is_wrapped_number()) inner.unsafeGetTensorImpl()->set_wrapped_number(true);
@@ -444,20 +455,16 @@ void trace_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*ks*/, t
     auto& a = (*stack)[first + i];
     const auto& arg = schema.arguments()[i];
     const bool written = arg.alias_info() && arg.alias_info()->isWrite();
-    auto describe = [&](Value* v) { return "argument '" + arg.name() + "' (%" + v->name() + ")"; };
-    auto describe_element = [&](std::size_t k) {
-      return [&arg, k](Value* v) { return "argument '" + arg.name() + "'[" + std::to_string(k) + "] (%" + v->name() + ")"; };
-    };
     if (a.isTensor()) {
       Value* v = nullptr;
-      a = unwrap(a.toTensor(), written, &v, describe);
+      a = unwrap(a.toTensor(), written, &v, arg, std::nullopt);
       graph_args.push_back(v ? Argument(v) : Argument::none());
     } else if (a.isTensorList()) {
       ValueList values;
       std::vector<at::Tensor> inner;
       for (const at::Tensor& t : a.toTensorList()) {
         Value* v = nullptr;
-        inner.push_back(unwrap(t, written, &v, describe_element(values.values.size())));
+        inner.push_back(unwrap(t, written, &v, arg, values.values.size()));
         values.values.push_back(v);
       }
       a = std::move(inner);
@@ -468,7 +475,7 @@ void trace_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*ks*/, t
       for (const c10::IValue& e : a.toListRef()) {
         if (e.isTensor()) {
           Value* v = nullptr;
-          inner.push_back(unwrap(e.toTensor(), written, &v, describe_element(values.values.size())));
+          inner.push_back(unwrap(e.toTensor(), written, &v, arg, values.values.size()));
           values.values.push_back(v);
         } else {
           inner.push_back(std::nullopt);
