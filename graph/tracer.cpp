@@ -57,6 +57,7 @@ struct TraceState {
   bool backward_phase = false;  // ops recorded now belong to the backward (zero-filled gradients)
   std::unordered_map<const c10::TensorImpl*, Value*> constants;
   std::vector<at::Tensor> constant_keepalive;  // keeps constants' TensorImpl* keys unique
+  CpuFallbackCounts cpu_fallbacks;
   bool fake() const { return options.mode == TraceMode::Fake; }
 };
 
@@ -507,13 +508,17 @@ void trace_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*ks*/, t
       saved_args.assign(stack->begin() + static_cast<std::ptrdiff_t>(first), stack->end());
     for (std::size_t pos : device_args) (*stack)[pos] = c10::Device(c10::kMeta);
     try {
-      op.callBoxed(stack);
+      detail::MetaDeviceHintScope hint(devices.result());
+      if (!fake || !detail::run_device_choice_kernel(op, *stack, first, devices.result())) op.callBoxed(stack);
     } catch (const std::exception& e) {
       meta_error = error_text(e);
       if (saved_args.empty() || (!op.hasKernelForDispatchKey(c10::DispatchKey::CPU) &&
                                      !op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) &&
                                      !op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional)))
-        fail(qualified_name(op), std::string(fake ? "failed on fake (meta) tensors: " : "failed on real tensors: ") +
+        fail(qualified_name(op), std::string(fake ? "failed on fake (meta) tensors" : "failed on real tensors") +
+                                     (fake && !st->options.allow_cpu_fallback
+                                          ? " (TraceOptions::allow_cpu_fallback is off, so its CPU kernel was not tried): "
+                                          : ": ") +
                                      meta_error);
       call.cpu_fallback = true;
       stack->resize(first);
@@ -521,6 +526,7 @@ void trace_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*ks*/, t
     }
   }
   if (call.cpu_fallback) {
+    ++st->cpu_fallbacks[qualified_name(op)];
     // One zero-filled CPU storage per meta storage, so aliasing between arguments is kept.
     std::unordered_map<const c10::StorageImpl*, at::Tensor> bases;
     for (const at::Tensor& in : call.inner_inputs) {
@@ -629,6 +635,20 @@ void trace_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*ks*/, t
   }
 }
 
+}  // namespace
+
+void merge_cpu_fallbacks(CpuFallbackCounts& into, const CpuFallbackCounts& more) {
+  for (const auto& [op, calls] : more) into[op] += calls;
+}
+
+std::size_t total_cpu_fallback_calls(const CpuFallbackCounts& counts) {
+  std::size_t total = 0;
+  for (const auto& [op, calls] : counts) total += calls;
+  return total;
+}
+
+namespace {
+
 TORCH_LIBRARY_IMPL(_, Fake, m) { m.fallback(torch::CppFunction::makeFromBoxedFunction<&trace_fallback>()); }
 
 // C++'s batch_norm (what torch::nn::BatchNorm*d calls) reaches aten::native_batch_norm, which
@@ -665,9 +685,69 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> traced_cudnn_batch_no
   return {out, weight.new_zeros({0}), weight.new_zeros({0}), reserve};
 }
 
+// aten::lstm picks a fused backend kernel (mkldnn_rnn_layer on the CPU, _cudnn_rnn on CUDA)
+// whose workspace size only the backend library knows. PyTorch decomposes it on the Autograd key
+// into per-step cell ops (torch/_decomp/decompositions.py, lstm_impl with one_layer_lstm), so the
+// traced graph is plain ATen and fake-traceable; so do we. Projections (proj_size) keep the
+// backend path. Dropout between layers is applied in training, as eager does.
+std::tuple<at::Tensor, at::Tensor> traced_lstm_layer(const at::Tensor& input, const at::Tensor& h0,
+                                                     const at::Tensor& c0, at::ArrayRef<at::Tensor> params,
+                                                     bool has_biases, bool reverse) {
+  const at::Tensor& ih_weight = params[0];
+  const at::Tensor& hh_weight = params[1];
+  std::optional<at::Tensor> ih_bias, hh_bias;
+  if (has_biases) ih_bias = params[2], hh_bias = params[3];
+  at::Tensor hx = h0.unsqueeze(0), cx = c0.unsqueeze(0);
+  at::Tensor precomputed = at::linear(input, ih_weight, ih_bias);
+  if (reverse) precomputed = precomputed.flip(0);
+  std::vector<at::Tensor> steps;
+  for (const at::Tensor& step_input : precomputed.unbind(0)) {
+    auto gates = (at::linear(hx, hh_weight, hh_bias) + step_input).chunk(4, 2);
+    at::Tensor cy = gates[1].sigmoid() * cx + gates[0].sigmoid() * gates[2].tanh();
+    hx = gates[3].sigmoid() * cy.tanh();
+    cx = cy;
+    steps.push_back(hx);
+  }
+  if (reverse) std::reverse(steps.begin(), steps.end());
+  return {at::cat(steps, 0), at::stack({hx.squeeze(0), cx.squeeze(0)})};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> traced_lstm(const at::Tensor& input, at::TensorList hx,
+                                                           at::TensorList params, bool has_biases, int64_t num_layers,
+                                                           double dropout, bool train, bool bidirectional,
+                                                           bool batch_first) {
+  TORCH_CHECK(hx.size() == 2, "lstm expects two hidden states, got ", hx.size());
+  const std::size_t group = has_biases ? 4 : 2;
+  const int64_t directions = bidirectional ? 2 : 1;
+  if (hx[0].size(2) != hx[1].size(2)) {  // projections: the backend's own path
+    c10::impl::ExcludeDispatchKeyGuard guard(c10::DispatchKey::AutogradPrivateUse1);
+    return at::lstm(input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first);
+  }
+  TORCH_CHECK(params.size() == group * static_cast<std::size_t>(num_layers * directions), "lstm: expected ",
+              group * num_layers * directions, " parameters, got ", params.size());
+  at::Tensor layer_input = batch_first ? input.transpose(0, 1) : input;
+  std::vector<at::Tensor> final_h, final_c;
+  for (int64_t layer = 0; layer < num_layers; ++layer) {
+    std::vector<at::Tensor> outputs;
+    for (int64_t direction = 0; direction < directions; ++direction) {
+      const int64_t index = layer * directions + direction;
+      auto [out, state] = traced_lstm_layer(layer_input, hx[0][index], hx[1][index],
+                                            params.slice(index * group, group), has_biases, direction == 1);
+      outputs.push_back(out);
+      final_h.push_back(state[0]);
+      final_c.push_back(state[1]);
+    }
+    layer_input = bidirectional ? at::cat(outputs, outputs[0].dim() - 1) : outputs[0];
+    if (dropout != 0 && train && layer < num_layers - 1) layer_input = at::dropout(layer_input, dropout, true);
+  }
+  at::Tensor output = batch_first ? layer_input.transpose(0, 1) : layer_input;
+  return {output, at::stack(final_h, 0), at::stack(final_c, 0)};
+}
+
 TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
   m.impl("native_batch_norm", TORCH_FN(traced_native_batch_norm));
   m.impl("cudnn_batch_norm", TORCH_FN(traced_cudnn_batch_norm));
+  m.impl("lstm.input", TORCH_FN(traced_lstm));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -891,6 +971,7 @@ struct Tracer {
         if (!n->attrs().count("phase")) n->attrs()["phase"] = "forward";
     result.num_user_outputs = user_outputs.size() - num_grads;
     result.has_backward = st->has_backward;
+    result.cpu_fallbacks = st->cpu_fallbacks;
     result.num_tangents = num_tangents;
     result.num_grad_outputs = num_grads;
     result.graph = std::move(g);

@@ -57,6 +57,8 @@ struct TraceOptions {
   // Fake mode: an op with no Meta kernel in C++ (aten::relu, native_batch_norm...) runs its CPU
   // kernel on zero-filled tensors of the same layout to learn output metadata (what Python's
   // FakeTensorMode.run_fallback_kernel does). false: such an op is a TraceError.
+  // Every fallback call is counted in TraceResult::cpu_fallbacks; aotpipe registers Meta kernels
+  // for the ops models use (graph/meta/), so a compile of them makes none.
   bool allow_cpu_fallback = true;
   // Remove nodes whose values are unused (functionalization leaves dead views behind).
   bool eliminate_dead_code = true;
@@ -83,6 +85,15 @@ class TraceError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
+
+// Ops that ran their CPU kernel on zero-filled stand-ins during a fake trace (no Meta kernel):
+// qualified overload name -> number of calls. Empty for a truly fake trace.
+using CpuFallbackCounts = std::map<std::string, std::size_t>;
+
+// Adds `more` into `into`.
+void merge_cpu_fallbacks(CpuFallbackCounts& into, const CpuFallbackCounts& more);
+// The total number of calls.
+std::size_t total_cpu_fallback_calls(const CpuFallbackCounts& counts);
 
 // What the trace learned about inputs and outputs beyond the graph itself.
 struct TracedInputInfo {
@@ -113,6 +124,8 @@ struct TraceResult {
   // trace_joint: the inputs the gradient outputs are for, in order: those that require grad
   // once the callable has returned (it may have called requires_grad_ on an input).
   std::vector<std::size_t> grad_inputs;
+  // Fake mode: the ops that fell back to their CPU kernel, with their call counts.
+  CpuFallbackCounts cpu_fallbacks;
 };
 
 // Traces `fn` on tracing tensors made from `example_inputs` (sizes, strides, offset, dtype,

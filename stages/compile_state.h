@@ -31,6 +31,9 @@ struct AotConfig {
   Partitioner partition_fn;     // empty: partitioners::min_cut_rematerialization_partition()
   std::size_t num_params_buffers = 0;
   bool keep_inference_input_mutations = false;
+  // Fake traces may run an op with no Meta kernel on zero-filled CPU tensors (counted in
+  // CompileState::cpu_fallbacks). false: such an op fails the compile, naming it.
+  bool allow_cpu_fallback = true;
 };
 
 // The callable at one layer of the runtime.
@@ -52,6 +55,9 @@ struct CompileState {
   // Some input requires grad and grad mode is on, and the function is not "output and mutation
   // safe" (create_aot_state): trace a joint graph and run through autograd.
   bool needs_autograd = false;
+
+  // The ops the stages' fake traces ran on the CPU fallback, with call counts (all traces).
+  CpuFallbackCounts cpu_fallbacks;
 
   // Post-compile halves, outermost first (the order the stages ran).
   std::vector<RuntimeWrapper> wrappers;

@@ -1,6 +1,48 @@
 #pragma once
-// aotpipe's own Meta kernels (graph/meta_kernels.cpp) register at load time. The tracer calls
-// link_meta_kernels() so that the linker keeps that object file of the static library.
-namespace aotpipe::detail {
-void link_meta_kernels();
+// aotpipe's own Meta kernels (graph/meta/) for ATen ops that libtorch 2.11 leaves without one in
+// C++ (Python registers them in torch/_meta_registrations.py or computes them by decomposition,
+// which a C++ process does not load). With them a fake trace of the usual models runs on meta
+// tensors only, never on the CPU fallback.
+#include <ATen/core/ivalue.h>
+#include <c10/core/Device.h>
+
+namespace c10 {
+class OperatorHandle;
 }
+
+#include <string>
+#include <vector>
+
+namespace aotpipe::detail {
+
+// The kernels register when graph/meta/registry.cpp is loaded. The tracer calls this so that the
+// linker keeps that object file of the static library.
+void link_meta_kernels();
+
+// The overloads aotpipe registers a Meta kernel for ("aten::relu", "aten::var.correction"), in
+// registration order: what the differential meta tests must cover.
+const std::vector<std::string>& aotpipe_meta_kernel_ops();
+
+// The device the op being traced runs on in eager (FakeTensor's fake_device). Meta tensors do not
+// know it, yet some layouts depend on the backend (a convolution's output memory format differs
+// between oneDNN on the CPU and cuDNN). The tracer sets it around every Meta call; CPU otherwise.
+c10::Device meta_device_hint();
+
+// For an op whose eager result is a backend's choice read from metadata only
+// (_fused_sdp_choice), answers as `device`'s kernel would, in place on `stack` (arguments from
+// `first`); false when the op is not one of them or the device's kernel cannot be asked.
+bool run_device_choice_kernel(const c10::OperatorHandle& op, std::vector<c10::IValue>& stack, std::size_t first,
+                              c10::Device device);
+
+class MetaDeviceHintScope {
+ public:
+  explicit MetaDeviceHintScope(c10::Device device);
+  ~MetaDeviceHintScope();
+  MetaDeviceHintScope(const MetaDeviceHintScope&) = delete;
+  MetaDeviceHintScope& operator=(const MetaDeviceHintScope&) = delete;
+
+ private:
+  c10::Device previous_;
+};
+
+}  // namespace aotpipe::detail

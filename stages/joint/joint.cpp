@@ -47,6 +47,7 @@ void trace_joint_or_inference(CompileState& state) {
   TraceOptions options;
   options.functionalize = true;
   options.return_mutated_inputs = false;
+  options.allow_cpu_fallback = state.config.allow_cpu_fallback;
   options.keep_input_mutations_in_graph.resize(meta.input_info.size());
   for (std::size_t i : meta.mutated_graph_handled_indices) options.keep_input_mutations_in_graph[i] = true;
   Function forward = prepare_forward(state.fn, meta, state.needs_autograd);
@@ -61,12 +62,14 @@ void trace_joint_or_inference(CompileState& state) {
     if (joint.num_fwd_outputs != meta.num_forward_returns)
       throw std::logic_error(fmt::format("aotpipe joint: traced {} forward outputs, metadata expects {}",
                                          joint.num_fwd_outputs, meta.num_forward_returns));
+    merge_cpu_fallbacks(state.cpu_fallbacks, traced.cpu_fallbacks);
     state.joint = std::move(joint);
     state.undefined_grads = std::move(traced.undefined_grads);
     state.grad_inputs = std::move(traced.grad_inputs);
   } else {
     options.graph_name = state.name + ".inference";
     TraceResult traced = trace_program(forward, state.args, std::move(options));
+    merge_cpu_fallbacks(state.cpu_fallbacks, traced.cpu_fallbacks);
     state.inference_graph = std::move(traced.graph);
   }
 }

@@ -209,6 +209,7 @@ ViewAndMutationMeta collect_metadata(const Function& fn, const TensorList& examp
   trace_options.mode = TraceMode::Fake;
   trace_options.functionalize = true;
   trace_options.graph_name = "collect_metadata";
+  trace_options.allow_cpu_fallback = options.allow_cpu_fallback;
   trace_options.inspect = [&](const TraceInspection& t) {
     // A function that leaves grad mode changed: recorded, restored, replayed by the epilogue.
     if (at::GradMode::is_enabled() != prior_grad_enabled) {
@@ -231,6 +232,7 @@ ViewAndMutationMeta collect_metadata(const Function& fn, const TensorList& examp
     for (const auto& base : outputs.intermediate_bases) meta.traced_tangents.push_back(tangent_meta(base));
   };
   const TraceResult traced = trace_program(fn, example_args, std::move(trace_options));
+  if (options.cpu_fallbacks) merge_cpu_fallbacks(*options.cpu_fallbacks, traced.cpu_fallbacks);
   for (std::size_t i = 0; i < meta.output_info.size() && i < traced.num_user_outputs; ++i) {
     OutputAliasInfo& info = meta.output_info[i];
     if (info.output_type == OutputType::alias_of_input || info.output_type == OutputType::alias_of_intermediate ||

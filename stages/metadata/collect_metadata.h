@@ -1,6 +1,7 @@
 #pragma once
 // Stage 1 of a compile: run the function once, functionalized, on fake tensors and describe
 // its input mutations and output aliasing (PyTorch's run_functionalized_fw_and_collect_metadata).
+#include <aotpipe/graph/tracer.h>
 #include <aotpipe/stages/metadata/view_and_mutation_meta.h>
 
 #include <ATen/core/Tensor.h>
@@ -19,6 +20,10 @@ struct CollectMetadataOptions {
   // Training (AOTAutograd's is_train): some input requires grad and grad mode is on. Unset: decided
   // from the example arguments and the calling thread's grad mode.
   std::optional<bool> is_train;
+  // TraceOptions::allow_cpu_fallback for the analysis trace.
+  bool allow_cpu_fallback = true;
+  // When set, the ops the analysis trace ran on the CPU fallback are added here.
+  CpuFallbackCounts* cpu_fallbacks = nullptr;
 };
 
 // Runs the stage-1 analysis alone. The example arguments are never modified (they are converted

@@ -23,13 +23,17 @@ bool decide_needs_autograd(const TensorList& args, const ViewAndMutationMeta& me
 }
 
 Task<void> CollectMetadataStage::run(CompileState& state, const JobEnv&) const {
-  state.meta = collect_metadata(state.fn, state.args, state.config.keep_inference_input_mutations);
+  CollectMetadataOptions options;
+  options.keep_input_mutations = state.config.keep_inference_input_mutations;
+  options.allow_cpu_fallback = state.config.allow_cpu_fallback;
+  options.cpu_fallbacks = &state.cpu_fallbacks;
+  state.meta = collect_metadata(state.fn, state.args, options);
   state.needs_autograd = decide_needs_autograd(state.args, state.meta);
   if (state.needs_autograd && !state.meta.is_train) {
     // Called under no_grad by a function that turns grad mode on: a training compile, analysed
     // as one (PyTorch collects the metadata with is_train = needs_autograd).
-    state.meta = collect_metadata(state.fn, state.args,
-                                  CollectMetadataOptions{state.config.keep_inference_input_mutations, true});
+    options.is_train = true;
+    state.meta = collect_metadata(state.fn, state.args, options);
   } else if (!state.needs_autograd && state.meta.is_train) {
     state.meta.is_train = false;
     state.meta.finalize();

@@ -103,8 +103,12 @@ case $mode in
     check "show names the broken file and its error" grep -qF "unknown_op.aotg: parse error: line 4, column 19: unknown operator" "$tmp/err"
     ;;
   compile_examples)
-    run compile "$src/examples" -j 2 --check --out "$tmp/out.d" --trace "$tmp/trace.json"
+    run compile "$src/examples" -j 2 --check --no-cpu-fallback --out "$tmp/out.d" --trace "$tmp/trace.json"
     check "exit status 0" test "$(rc)" -eq 0
+    # Truly fake: no op of the corpus runs its CPU kernel while compiling (else --no-cpu-fallback fails it).
+    check "the summary reports no CPU fallback" grep -q "CPU fallback: none" "$tmp/out"
+    check "every graph's fallback column is 0" \
+      bash -c "! grep -E ' ok$' '$tmp/out' | awk '{ if (\$(NF-3) != 0) print }' | grep -q ."
     n=0
     for f in "$src"/examples/*.aotg; do
       n=$((n + 1))
@@ -161,8 +165,20 @@ case $mode in
     run compile "$src/examples/mlp_layer.aotg" --partitioner fastest
     check "an unknown partitioner is refused" test "$(rc)" -ne 0
     ;;
+  compile_fallback)
+    # An op without a Meta kernel: counted (table, summary) when allowed, named when refused.
+    run compile "$src/tests/cli/uncovered/cdist_l1.aotg" --no-svg --check
+    check "exit status 0 with the fallback allowed" test "$(rc)" -eq 0
+    check "the table counts 3 fallback calls (forward: metadata and joint traces; backward)" \
+      bash -c "grep -E '^cdist_l1 ' '$tmp/out' | awk '{ exit !(\$(NF-3) == 3) }'"
+    check "the summary names the ops" bash -c "grep -qE 'aten::_cdist_forward +2 calls in 1 graph$' '$tmp/out' && grep -qE 'aten::_cdist_backward +1 call in 1 graph$' '$tmp/out'"
+    run compile "$src/tests/cli/uncovered/cdist_l1.aotg" --no-svg --no-cpu-fallback
+    check "exit status 1 with the fallback refused" test "$(rc)" -eq 1
+    check "the failure names the first uncovered op" \
+      compile_failed cdist_l1.aotg "metadata stage" "aten::_cdist_forward: has no Meta kernel, so fake tracing cannot compute its output metadata (TraceOptions::allow_cpu_fallback is off)"
+    ;;
   compile_cuda)
-    run compile "$src/examples" -j 2 --device cuda:0 --no-svg --out "$tmp/out.d"
+    run compile "$src/examples" -j 2 --device cuda:0 --no-svg --no-cpu-fallback --out "$tmp/out.d"
     n=$(ls "$src"/examples/*.aotg | wc -l)
     # sdpa_causal_attention calls the CPU-only flash kernel: eager would fail on CUDA, so does the compile.
     check "exit status 1 (one graph cannot run on CUDA)" test "$(rc)" -eq 1

@@ -1,13 +1,14 @@
 // aotpipe compile INPUT... [-j N] [--pipeline SPEC] [--partitioner min_cut|default] [--out DIR]
 //                          [--trace FILE] [--check] [--no-svg] [--seed N] [--device D]
+//                          [--no-cpu-fallback]
 //
 // Every graph file (a directory stands for its *.aotg files, recursively) is read as a user
 // program: its forward function, with example inputs made from the inputs' TensorMeta. All of
 // them are compiled concurrently with compile_batch (metadata, dedupe, synthetic base, joint,
 // partition, compile; tracing on fake tensors). A file that cannot be read, parsed, verified or
 // compiled is reported with its stage and message, and the rest of the batch completes. Then a
-// summary table (ops, time per stage, saved bytes under default vs min-cut); the exit status is
-// 1 when anything failed.
+// summary table (ops, time per stage, CPU-fallback calls, saved bytes under default vs min-cut);
+// the exit status is 1 when anything failed.
 #include "aotpipe/commands.h"
 #include "aotpipe/compile_report.h"
 #include "aotpipe/graph_files.h"
@@ -51,6 +52,7 @@ struct CompileOptions {
   bool no_svg = false;
   uint64_t seed = 0;
   std::string device;  // empty: as the graph files say
+  bool no_cpu_fallback = false;
 };
 
 // One row of the report: a graph file, compiled or not.
@@ -59,6 +61,7 @@ struct GraphRow {
   std::string name;  // the graph's, or the file's stem when it could not be read
   std::optional<GraphSummary> summary;
   std::map<std::string, double> stage_ms;  // top-level stages
+  CpuFallbackCounts cpu_fallbacks;         // ops its fake traces ran on the CPU kernel
   double total_ms = 0;
   std::string failed_stage;  // empty: ok
   std::string message;
@@ -95,6 +98,7 @@ PreparedGraph prepare(const GraphFile& file, const CompileOptions& options, cons
     // Compiles are fake: metadata examples, so no data is made and no device is needed.
     CompileJob job{row.name, graph_function(prepared.graph), metadata_example_args(*prepared.graph), {}};
     job.config.partition_fn = partitioner;
+    job.config.allow_cpu_fallback = !options.no_cpu_fallback;
     prepared.job = std::move(job);
   } catch (const std::exception& e) {
     row.failed_stage = "unsupported";
@@ -133,7 +137,7 @@ void print_table(const std::vector<GraphRow>& rows, const std::vector<std::strin
   for (const GraphRow& r : rows) name_width = std::max(name_width, r.name.size());
   fmt::print("{:<{}} {:>6} {:>5} {:>5}", "graph", name_width, "ops", "fw", "bw");
   for (const std::string& s : stages) fmt::print(" {:>{}}", s, std::max<std::size_t>(s.size(), 7));
-  fmt::print(" {:>9} {:>14} {:>14}  {}\n", "total ms", "saved default", "saved min_cut", "result");
+  fmt::print(" {:>9} {:>8} {:>14} {:>14}  {}\n", "total ms", "fallback", "saved default", "saved min_cut", "result");
   for (const GraphRow& r : rows) {
     const GraphSummary* s = r.summary ? &*r.summary : nullptr;
     fmt::print("{:<{}} {:>6} {:>5} {:>5}", r.name, name_width, s ? std::to_string(s->ops) : "-",
@@ -142,10 +146,32 @@ void print_table(const std::vector<GraphRow>& rows, const std::vector<std::strin
       auto it = r.stage_ms.find(stage);
       fmt::print(" {:>{}}", it == r.stage_ms.end() ? "-" : fmt_ms(it->second), std::max<std::size_t>(stage.size(), 7));
     }
-    fmt::print(" {:>9} {:>14} {:>14}  {}\n", r.total_ms > 0 ? fmt_ms(r.total_ms) : "-",
-               s ? fmt_bytes(s->default_partition) : "-", s ? fmt_bytes(s->min_cut) : "-",
+    fmt::print(" {:>9} {:>8} {:>14} {:>14}  {}\n", r.total_ms > 0 ? fmt_ms(r.total_ms) : "-",
+               s ? std::to_string(total_cpu_fallback_calls(r.cpu_fallbacks)) : "-", s ? fmt_bytes(s->default_partition) : "-", s ? fmt_bytes(s->min_cut) : "-",
                r.ok() ? "ok" : fmt::format("FAILED {}", r.failed_stage));
   }
+}
+
+// Which ops ran their CPU kernel on zero-filled tensors instead of a Meta kernel, in how many
+// graphs: a compile of the others was truly fake.
+void print_cpu_fallbacks(const std::vector<GraphRow>& rows) {
+  CpuFallbackCounts total;
+  std::map<std::string, std::size_t> graphs_per_op;
+  std::size_t graphs = 0;
+  for (const GraphRow& r : rows) {
+    merge_cpu_fallbacks(total, r.cpu_fallbacks);
+    for (const auto& [op, calls] : r.cpu_fallbacks) ++graphs_per_op[op];
+    graphs += r.cpu_fallbacks.empty() ? 0 : 1;
+  }
+  if (total.empty()) {
+    fmt::print("  CPU fallback: none (every trace ran on Meta kernels only)\n");
+    return;
+  }
+  auto count = [](std::size_t n, const char* noun) { return fmt::format("{} {}{}", n, noun, n == 1 ? "" : "s"); };
+  fmt::print("  CPU fallback: {} in {} (ops without a Meta kernel ran on zero-filled CPU tensors):\n",
+             count(total_cpu_fallback_calls(total), "call"), count(graphs, "graph"));
+  for (const auto& [op, calls] : total)
+    fmt::print("    {:<48} {:>10} in {}\n", op, count(calls, "call"), count(graphs_per_op[op], "graph"));
 }
 
 void print_summary(const std::vector<GraphRow>& rows, double wall_seconds, std::size_t threads) {
@@ -165,6 +191,7 @@ void print_summary(const std::vector<GraphRow>& rows, double wall_seconds, std::
   fmt::print("  {:>8}  {:>8}  {:>8}  {:>10.2f}  {:>10.1f}  {:>14}  {:>14}\n", rows.size(), rows.size() - failed, failed,
              wall_seconds, wall_seconds > 0 ? compiled / wall_seconds : 0.0, saved_default, saved_min_cut);
   fmt::print("  ({} worker threads)\n", threads);
+  print_cpu_fallbacks(rows);
   if (!failed) return;
   fmt::print("\nFailures\n");
   for (const GraphRow& r : rows) {
@@ -225,6 +252,7 @@ int run_compile(const CompileOptions& options) {
     }
     try {
       const CompileState& state = *result.output->state;
+      row.cpu_fallbacks = state.cpu_fallbacks;
       row.summary = summarize(state);
       if (!options.out_dir.empty())
         write_graph_outputs(state, *row.summary, std::filesystem::path(options.out_dir) / row.name, !options.no_svg);
@@ -291,6 +319,9 @@ Command add_compile_command(CLI::App& parent) {
           return "not a device: '" + text + "' (cpu, cuda, cuda:1...)";
         }
       });
+  app->add_flag("--no-cpu-fallback", options->no_cpu_fallback,
+                "Make every compile truly fake: an op with no Meta kernel fails its graph (naming the op) instead "
+                "of running its CPU kernel on zero-filled tensors");
   return {app, [options] { return run_compile(*options); }};
 }
 

@@ -1,11 +1,9 @@
-// Meta kernels aotpipe registers for ops libtorch 2.11 leaves without one in C++ (Python registers
-// them in torch/_meta_registrations.py, which a C++ process does not load). A fake trace runs them
-// on the inner meta tensors instead of falling back to the CPU kernel; ops with no CPU kernel at
-// all (CUDA-only fused kernels) cannot be traced otherwise.
-#include <aotpipe/graph/internal/meta_kernels.h>
+// Meta kernels of the fused RNN cells: CUDA-only kernels (no CPU kernel to fall back on), so a
+// CUDA LSTM cell cannot be traced without them. (aten::lstm itself is decomposed into cell ops by
+// the tracer, as PyTorch does: the fused layers' workspace sizes are their libraries' to know.)
+#include <aotpipe/graph/internal/meta_support.h>
 
 #include <ATen/ATen.h>
-#include <torch/library.h>
 
 namespace aotpipe::detail {
 namespace {
@@ -55,13 +53,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> thnn_fused_lstm_cell_backward_imp
   return {grad_gates, grad_cx, grad_bias};
 }
 
-TORCH_LIBRARY_IMPL(aten, Meta, m) {
+}  // namespace
+
+void register_rnn_meta(MetaRegistrar& m) {
   m.impl("_thnn_fused_lstm_cell", TORCH_FN(thnn_fused_lstm_cell_meta));
   m.impl("_thnn_fused_lstm_cell_backward_impl", TORCH_FN(thnn_fused_lstm_cell_backward_impl_meta));
 }
-
-}  // namespace
-
-void link_meta_kernels() {}
 
 }  // namespace aotpipe::detail

@@ -1,0 +1,171 @@
+// Fake compiles cost the same at any batch size: compile time and peak memory of model-zoo
+// training blocks at batch 1 and 256 (each in a fresh process, so peak memory is its own), then,
+// per model, the tracing cost against the meta-dispatch floor and the whole compile against one
+// meta pass of the program. Prints tables (docs/benchmarks.md):
+//
+//   build/bench/runtime/fake_compile_bench [--repeats N]
+#include <aotpipe/graph/example_tensor.h>
+#include <aotpipe/graph/tracer.h>
+#include <aotpipe/runtime/aot_function.h>
+
+#include <model_zoo.h>
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <torch/csrc/autograd/autograd.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace aotpipe;
+using Clock = std::chrono::steady_clock;
+
+int repeats = 5;
+
+// VmHWM (peak resident set) of this process, in MiB.
+double peak_rss_mib() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
+  return -1;
+}
+
+template <class F>
+double median_ms(F&& f, int n) {
+  std::vector<double> ms;
+  for (int i = 0; i < n; ++i) {
+    const auto start = Clock::now();
+    f();
+    ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+zoo::ZooModel model_named(const std::string& name, int64_t batch) {
+  for (zoo::ZooModel& m : zoo::all_models(batch))
+    if (m.name == name) return std::move(m);
+  throw std::invalid_argument("no zoo model " + name);
+}
+
+TensorList examples_of(const zoo::ZooModel& model) {
+  TensorList args;
+  for (const TensorMeta& meta : model.inputs) args.push_back(metadata_example(meta));
+  return args;
+}
+
+// Plain meta tensors (no tracing): what the floor runs on.
+TensorList meta_inputs(const zoo::ZooModel& model, bool with_grad) {
+  TensorList args;
+  for (const TensorMeta& meta : model.inputs) {
+    at::Tensor t = at::empty_strided(meta.sizes, meta.strides, at::TensorOptions().dtype(meta.dtype).device(at::kMeta));
+    if (with_grad && meta.requires_grad) t.requires_grad_(true);
+    args.push_back(t);
+  }
+  return args;
+}
+
+// Child mode: one model at one batch; prints "compile_ms rss_before_mib peak_rss_mib fallback_calls".
+int run_one(const std::string& name, int64_t batch) {
+  const zoo::ZooModel model = model_named(name, batch);
+  const TensorList args = examples_of(model);
+  compile(model.name, model.fn, args);  // warm-up: first-call costs (op lookup, kernels' statics)
+  const double before = peak_rss_mib();
+  std::size_t fallbacks = 0;
+  const double ms = median_ms([&] { fallbacks = total_cpu_fallback_calls(compile(model.name, model.fn, args).state->cpu_fallbacks); }, repeats);
+  fmt::print("{:.3f} {:.1f} {:.1f} {}\n", ms, before, peak_rss_mib(), fallbacks);
+  return 0;
+}
+
+struct OneResult {
+  double ms = 0, before = 0, peak = 0;
+  std::size_t fallbacks = 0;
+};
+
+OneResult spawn_one(const std::string& self, const std::string& name, int64_t batch) {
+  const std::string command = fmt::format("'{}' --one {} {} --repeats {}", self, name, batch, repeats);
+  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(command.c_str(), "r"), pclose);
+  OneResult r;
+  if (!pipe || std::fscanf(pipe.get(), "%lf %lf %lf %zu", &r.ms, &r.before, &r.peak, &r.fallbacks) != 4)
+    throw std::runtime_error("child failed: " + command);
+  return r;
+}
+
+void batch_table(const std::string& self) {
+  fmt::print("Compile (all stages, training) at batch 1 and 256, each in a fresh process; median of {} compiles\n\n",
+             repeats);
+  fmt::print("{:<24} {:>6} {:>11} {:>12} {:>14} {:>13} {:>9}\n", "model", "batch", "compile ms", "RSS before MiB",
+             "peak RSS MiB", "compile MiB", "fallback");
+  for (const char* name : {"resnet50_bottleneck", "unet_up_block", "vit_b16_encoder_layer"}) {
+    OneResult small = spawn_one(self, name, 1), large = spawn_one(self, name, 256);
+    for (auto [batch, r] : {std::pair{1, small}, std::pair{256, large}})
+      fmt::print("{:<24} {:>6} {:>11.2f} {:>14.1f} {:>14.1f} {:>13.1f} {:>9}\n", name, batch, r.ms, r.before, r.peak,
+                 r.peak - r.before, r.fallbacks);
+    fmt::print("{:<24} {:>6} {:>11.2f}x {:>27} {:>12.1f}\n", "", "256/1", large.ms / small.ms, "",
+               (large.peak - large.before) - (small.peak - small.before));
+  }
+}
+
+void floor_table() {
+  fmt::print("\nAgainst the meta-dispatch floor (batch 32, in process; median of {} runs)\n", repeats);
+  fmt::print("  trace: fake trace of the forward (no autograd), vs the forward run on plain meta tensors\n");
+  fmt::print("  compile: all stages (training), vs forward+backward run on plain meta tensors\n\n");
+  fmt::print("{:<24} {:>5} {:>10} {:>10} {:>8} {:>8} {:>11} {:>11} {:>9}\n", "model", "ops", "floor fw", "trace",
+             "trace/", "us/op", "floor fw+bw", "compile", "compile/");
+  fmt::print("{:<24} {:>5} {:>10} {:>10} {:>8} {:>8} {:>11} {:>11} {:>9}\n", "", "", "ms", "ms", "floor", "trace",
+             "ms", "ms", "floor");
+  for (const zoo::ZooModel& model : zoo::all_models(32)) {
+    const TensorList plain = meta_inputs(model, false);
+    const TensorList examples = examples_of(model);
+    TensorList no_grad_examples;
+    for (const TensorMeta& m : model.inputs) {
+      TensorMeta copy = m;
+      copy.requires_grad = false;
+      no_grad_examples.push_back(metadata_example(copy));
+    }
+    // Forward: the program on meta tensors vs its fake trace.
+    const double floor_fw = median_ms([&] { at::NoGradGuard g; (void)model.fn(plain); }, repeats);
+    std::size_t ops = 0;
+    const double trace_ms = median_ms([&] {
+      ops = trace_program(model.fn, no_grad_examples).graph.nodes().size();
+    }, repeats);
+    // Joint: forward + backward on meta tensors vs the whole compile.
+    const double floor_joint = median_ms([&] {
+      const TensorList with_grad = meta_inputs(model, true);
+      TensorList outs = model.fn(with_grad);
+      std::vector<at::Tensor> params;
+      for (const auto& t : with_grad)
+        if (t.requires_grad()) params.push_back(t);
+      std::vector<at::Tensor> diff_outs, grads_out;
+      for (const auto& o : outs)
+        if (o.requires_grad()) diff_outs.push_back(o), grads_out.push_back(at::ones_like(o));
+      if (!params.empty() && !diff_outs.empty()) (void)torch::autograd::grad(diff_outs, params, grads_out, false, false, true);
+    }, repeats);
+    const double compile_ms = median_ms([&] { (void)compile(model.name, model.fn, examples); }, repeats);
+    fmt::print("{:<24} {:>5} {:>10.3f} {:>10.3f} {:>7.1f}x {:>8.1f} {:>11.3f} {:>11.3f} {:>8.1f}x\n", model.name, ops,
+               floor_fw, trace_ms, trace_ms / floor_fw, 1000 * trace_ms / std::max<std::size_t>(ops, 1), floor_joint,
+               compile_ms, compile_ms / floor_joint);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  for (std::size_t i = 0; i + 1 < args.size(); ++i)
+    if (args[i] == "--repeats") repeats = std::stoi(args[i + 1]);
+  at::set_num_threads(1);
+  if (args.size() >= 3 && args[0] == "--one") return run_one(args[1], std::stoll(args[2]));
+  batch_table(argv[0]);
+  floor_table();
+  return 0;
+}

@@ -1,0 +1,44 @@
+#pragma once
+// What the Meta kernel files of graph/meta/ share: registration that records the op names, and
+// TensorIterator outputs (a kernel built on TensorIterator gets its output layout from it, so the
+// Meta kernel builds the same iterator and skips the computation).
+#include <ATen/TensorIterator.h>
+#include <ATen/core/Tensor.h>
+#include <torch/library.h>
+
+#include <string>
+#include <utility>
+
+namespace aotpipe::detail {
+
+// The names registered so far (registry.cpp).
+void record_meta_kernel(std::string qualified_name);
+
+class MetaRegistrar {
+ public:
+  explicit MetaRegistrar(torch::Library& library) : library_(library) {}
+  template <class Kernel>
+  MetaRegistrar& impl(const char* name, Kernel&& kernel) {
+    library_.impl(name, std::forward<Kernel>(kernel));
+    record_meta_kernel(std::string("aten::") + name);
+    return *this;
+  }
+
+ private:
+  torch::Library& library_;
+};
+
+// One function per file of graph/meta/, called by registry.cpp.
+void register_pointwise_meta(MetaRegistrar& m);
+void register_normalization_meta(MetaRegistrar& m);
+void register_convolution_meta(MetaRegistrar& m);
+void register_indexing_meta(MetaRegistrar& m);
+void register_reduction_meta(MetaRegistrar& m);
+void register_attention_meta(MetaRegistrar& m);
+void register_rnn_meta(MetaRegistrar& m);
+
+// The output of a TensorIterator with one undefined output and `inputs` as const inputs, as the
+// CPU kernels configure it (common dtype unless `dtype` is given).
+at::Tensor iterator_output(std::initializer_list<at::Tensor> inputs, std::optional<at::ScalarType> dtype = {});
+
+}  // namespace aotpipe::detail

@@ -1,0 +1,178 @@
+// Meta kernels of convolution and its backward. libtorch's `convolution` is a composite that
+// selects a backend from the tensors' device; on meta tensors it picks "Overrideable" and fails.
+// The output's memory format is the one the eager backend produces: on the CPU the backend
+// select_conv_backend chooses (oneDNN, slow, depthwise...) for tensors that report the CPU, as
+// Python's FakeTensor asks it; on CUDA cuDNN's rule (channels_last when the input or the weight is).
+#include <aotpipe/graph/example_tensor.h>
+#include <aotpipe/graph/internal/meta_kernels.h>
+#include <aotpipe/graph/internal/meta_support.h>
+#include <aotpipe/graph/tensor_meta.h>
+
+#include <ATen/ATen.h>
+#include <ATen/native/ConvUtils.h>
+
+namespace aotpipe::detail {
+namespace {
+
+using at::IntArrayRef;
+using at::Tensor;
+
+std::vector<int64_t> expand_param(IntArrayRef values, int64_t spatial, const char* name) {
+  if (values.size() == 1) return std::vector<int64_t>(spatial, values[0]);
+  TORCH_CHECK(static_cast<int64_t>(values.size()) == spatial, "convolution: expected ", name, " to have ", spatial,
+              " elements, got ", values.size());
+  return values.vec();
+}
+
+std::vector<int64_t> conv_output_sizes(const Tensor& input, const Tensor& weight, IntArrayRef stride_in,
+                                       IntArrayRef padding_in, IntArrayRef dilation_in, bool transposed,
+                                       IntArrayRef output_padding_in, int64_t groups) {
+  const int64_t dim = input.dim();
+  TORCH_CHECK(dim >= 3, "convolution: expected a batched input of at least 3 dimensions, got ", input.sizes());
+  TORCH_CHECK(weight.dim() == dim, "convolution: expected weight to have ", dim, " dimensions for input of sizes ",
+              input.sizes(), ", got weight of sizes ", weight.sizes());
+  TORCH_CHECK(groups > 0, "convolution: non-positive groups is not supported");
+  const int64_t spatial = dim - 2;
+  auto stride = expand_param(stride_in, spatial, "stride");
+  auto padding = expand_param(padding_in, spatial, "padding");
+  auto dilation = expand_param(dilation_in, spatial, "dilation");
+  auto output_padding = expand_param(output_padding_in.empty() ? IntArrayRef{0} : output_padding_in, spatial,
+                                     "output_padding");
+  for (int64_t s : stride) TORCH_CHECK(s > 0, "convolution: non-positive stride is not supported");
+  for (int64_t p : padding) TORCH_CHECK(p >= 0, "convolution: negative padding is not supported");
+  std::vector<int64_t> out{input.size(0)};
+  if (transposed) {
+    TORCH_CHECK(input.size(1) == weight.size(0), "convolution: given transposed=1, weight of size ", weight.sizes(),
+                ", expected input ", input.sizes(), " to have ", weight.size(0), " channels, but got ", input.size(1),
+                " channels instead");
+    out.push_back(weight.size(1) * groups);
+  } else {
+    TORCH_CHECK(input.size(1) == weight.size(1) * groups, "convolution: given groups=", groups, ", weight of size ",
+                weight.sizes(), ", expected input ", input.sizes(), " to have ", weight.size(1) * groups,
+                " channels, but got ", input.size(1), " channels instead");
+    TORCH_CHECK(weight.size(0) % groups == 0, "convolution: given groups=", groups, ", expected weight to be divisible by ",
+                groups, " at dimension 0, but got weight of size ", weight.sizes());
+    out.push_back(weight.size(0));
+  }
+  for (int64_t d = 0; d < spatial; ++d) {
+    const int64_t in = input.size(d + 2), k = weight.size(d + 2);
+    const int64_t size = transposed ? (in - 1) * stride[d] - 2 * padding[d] + dilation[d] * (k - 1) + output_padding[d] + 1
+                                    : (in + 2 * padding[d] - dilation[d] * (k - 1) - 1) / stride[d] + 1;
+    TORCH_CHECK(transposed || in + 2 * padding[d] >= dilation[d] * (k - 1) + 1, "convolution: calculated padded input size per channel: (",
+                in + 2 * padding[d], "). Kernel size: (", dilation[d] * (k - 1) + 1, "). Kernel size can't be greater than actual input size");
+    TORCH_CHECK(size > 0 || input.numel() == 0, "convolution: output size is too small (", size, ") for input ", input.sizes());
+    out.push_back(size);
+  }
+  if (input.size(1) == 0) out[1] = 0;
+  return out;
+}
+
+// A tensor with `t`'s metadata that reports the eager device, for the backend selection (nothing
+// is allocated). `unsqueeze2`: as t.unsqueeze(2) (of t.contiguous() when `contiguous`), made
+// directly: ops on such a tensor would report the meta device again.
+Tensor on_device(const Tensor& t, c10::Device device, bool unsqueeze2 = false, bool contiguous = false) {
+  TensorMeta meta = TensorMeta::of(t);
+  meta.device = device;
+  if (contiguous) meta.strides = contiguous_strides(meta.sizes);
+  if (unsqueeze2) {
+    const int64_t inner = meta.strides[2] * meta.sizes[2];
+    meta.sizes.insert(meta.sizes.begin() + 2, 1);
+    meta.strides.insert(meta.strides.begin() + 2, inner);
+  }
+  return metadata_example(meta);
+}
+
+struct BackendLayout {
+  at::MemoryFormat format = at::MemoryFormat::Contiguous;
+  bool empty_input = false;  // the Empty backend (a 0-sized input): gradients are zeros_like(input/weight)
+};
+
+// The memory format of the eager backend's outputs for this convolution (before 1-d squeezing).
+BackendLayout backend_layout(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias,
+                                       IntArrayRef stride, IntArrayRef padding, IntArrayRef dilation, bool transposed,
+                                       IntArrayRef output_padding, int64_t groups, std::optional<IntArrayRef> bias_sizes) {
+  const c10::Device device = meta_device_hint();
+  if (input.numel() == 0) return {at::MemoryFormat::Contiguous, true};
+  if (device.is_cuda()) return {at::native::cudnn_conv_suggest_memory_format(input, weight)};
+  if (!device.is_cpu()) return {};
+  Tensor in = on_device(input, device), w = on_device(weight, device);
+  std::optional<Tensor> b;
+  if (bias && bias->defined()) b = on_device(*bias, device);
+  std::optional<c10::SymIntArrayRef> sym_bias_sizes;
+  std::vector<c10::SymInt> bias_storage;
+  if (bias_sizes) {
+    for (int64_t s : *bias_sizes) bias_storage.emplace_back(s);
+    sym_bias_sizes = c10::SymIntArrayRef(bias_storage);
+  }
+  const auto backend = at::native::select_conv_backend(
+      in, w, b, c10::fromIntArrayRefSlow(stride), c10::fromIntArrayRefSlow(padding), c10::fromIntArrayRefSlow(dilation),
+      transposed, c10::fromIntArrayRefSlow(output_padding), c10::SymInt(groups), sym_bias_sizes);
+  if (input.dim() == 3) {  // 1-d: the backends run it as 2-d on an unsqueezed contiguous input
+    return {at::native::_determine_backend_memory_format(on_device(input, device, true, true),
+                                                         on_device(weight, device, true), backend)};
+  }
+  return {at::native::_determine_backend_memory_format(in, w, backend)};
+}
+
+// An empty tensor of `sizes` in `format` (a 3-d tensor in channels_last: as the 2-d one squeezed).
+Tensor empty_in_format(IntArrayRef sizes, const at::TensorOptions& options, at::MemoryFormat format) {
+  if (sizes.size() == 3 && format == at::MemoryFormat::ChannelsLast) {
+    std::vector<int64_t> four(sizes.begin(), sizes.end());
+    four.insert(four.begin() + 2, 1);
+    return at::empty(four, options.memory_format(format)).squeeze(2);
+  }
+  if (format == at::MemoryFormat::Preserve) format = at::MemoryFormat::Contiguous;
+  return at::empty(sizes, options.memory_format(format));
+}
+
+Tensor convolution_meta(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias,
+                        IntArrayRef stride, IntArrayRef padding, IntArrayRef dilation, bool transposed,
+                        IntArrayRef output_padding, int64_t groups) {
+  TORCH_CHECK(input.scalar_type() == weight.scalar_type(), "convolution: input type (", input.scalar_type(),
+              ") and weight type (", weight.scalar_type(), ") should be the same");
+  if (bias && bias->defined()) {
+    TORCH_CHECK(bias->dim() == 1 && bias->size(0) == (transposed ? weight.size(1) * groups : weight.size(0)),
+                "convolution: given weight of size ", weight.sizes(), ", expected bias to be 1-dimensional with ",
+                transposed ? weight.size(1) * groups : weight.size(0), " elements, but got bias of size ", bias->sizes());
+    TORCH_CHECK(bias->scalar_type() == input.scalar_type(), "convolution: input type (", input.scalar_type(),
+                ") and bias type (", bias->scalar_type(), ") should be the same");
+  }
+  const auto sizes = conv_output_sizes(input, weight, stride, padding, dilation, transposed, output_padding, groups);
+  const auto layout = backend_layout(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups,
+                                     std::nullopt);
+  return empty_in_format(sizes, input.options(), layout.format);
+}
+
+std::tuple<Tensor, Tensor, Tensor> convolution_backward_meta(
+    const Tensor& grad_output, const Tensor& input, const Tensor& weight, at::OptionalIntArrayRef bias_sizes,
+    IntArrayRef stride, IntArrayRef padding, IntArrayRef dilation, bool transposed, IntArrayRef output_padding,
+    int64_t groups, std::array<bool, 3> output_mask) {
+  const auto expected = conv_output_sizes(input, weight, stride, padding, dilation, transposed, output_padding, groups);
+  TORCH_CHECK(grad_output.sizes() == IntArrayRef(expected), "convolution_backward: grad_output of sizes ",
+              grad_output.sizes(), " does not match the convolution's output sizes ", IntArrayRef(expected));
+  std::optional<IntArrayRef> bias = bias_sizes ? std::optional<IntArrayRef>(*bias_sizes) : std::nullopt;
+  const auto layout = backend_layout(input, weight, std::nullopt, stride, padding, dilation, transposed, output_padding,
+                                     groups, bias);
+  Tensor grad_input, grad_weight, grad_bias;
+  if (layout.empty_input) {
+    if (output_mask[0]) grad_input = at::empty_like(input);
+    if (output_mask[1]) grad_weight = at::empty_like(weight);
+  } else {
+    if (output_mask[0]) grad_input = empty_in_format(input.sizes(), input.options(), layout.format);
+    if (output_mask[1]) grad_weight = empty_in_format(weight.sizes(), weight.options(), layout.format);
+  }
+  if (output_mask[2]) {
+    const int64_t channels = transposed ? weight.size(1) * groups : weight.size(0);
+    grad_bias = at::empty({channels}, grad_output.options());
+  }
+  return {grad_input, grad_weight, grad_bias};
+}
+
+}  // namespace
+
+void register_convolution_meta(MetaRegistrar& m) {
+  m.impl("convolution", TORCH_FN(convolution_meta));
+  m.impl("convolution_backward", TORCH_FN(convolution_backward_meta));
+}
+
+}  // namespace aotpipe::detail

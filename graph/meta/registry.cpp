@@ -1,0 +1,54 @@
+// The one registration of aotpipe's Meta kernels with the dispatcher, and the device hint.
+#include <aotpipe/graph/internal/meta_support.h>
+
+#include <aotpipe/graph/internal/meta_kernels.h>
+
+#include <mutex>
+
+namespace aotpipe::detail {
+namespace {
+
+std::vector<std::string>& registered() {
+  static std::vector<std::string> names;
+  return names;
+}
+
+thread_local c10::Device tls_device_hint{c10::kCPU};
+
+TORCH_LIBRARY_IMPL(aten, Meta, library) {
+  MetaRegistrar m(library);
+  register_pointwise_meta(m);
+  register_normalization_meta(m);
+  register_convolution_meta(m);
+  register_indexing_meta(m);
+  register_reduction_meta(m);
+  register_attention_meta(m);
+  register_rnn_meta(m);
+}
+
+}  // namespace
+
+void record_meta_kernel(std::string qualified_name) { registered().push_back(std::move(qualified_name)); }
+
+const std::vector<std::string>& aotpipe_meta_kernel_ops() { return registered(); }
+
+void link_meta_kernels() {}
+
+c10::Device meta_device_hint() { return tls_device_hint; }
+
+MetaDeviceHintScope::MetaDeviceHintScope(c10::Device device) : previous_(tls_device_hint) { tls_device_hint = device; }
+MetaDeviceHintScope::~MetaDeviceHintScope() { tls_device_hint = previous_; }
+
+at::Tensor iterator_output(std::initializer_list<at::Tensor> inputs, std::optional<at::ScalarType> dtype) {
+  at::TensorIteratorConfig config;
+  config.set_check_mem_overlap(false).add_owned_output(at::Tensor());
+  for (const at::Tensor& t : inputs) config.add_const_input(t);
+  if (dtype) {
+    config.check_all_same_dtype(false).declare_static_dtype(*dtype);
+  } else {
+    config.promote_inputs_to_common_dtype(true).cast_common_dtype_to_outputs(true);
+  }
+  return config.build().output(0);
+}
+
+}  // namespace aotpipe::detail

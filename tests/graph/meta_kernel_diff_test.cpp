@@ -1,0 +1,727 @@
+// Differential test of aotpipe's Meta kernels (graph/meta/): every registered op, over generated
+// argument combinations (contiguous, channels_last, transposed, offset views, broadcasting,
+// 0-size, non-default dtypes, optional arguments set and unset), runs once on real CPU tensors and
+// once on meta tensors with the same metadata; the outputs must agree in sizes, significant
+// strides (those of dimensions longer than 1, as PyTorch's meta tests compare), storage offset,
+// dtype, definedness and in which arguments or earlier outputs they alias. Like PyTorch's OpInfo
+// meta tests (test/test_meta.py), against the kernels a C++ process really has.
+#include <aotpipe/graph/internal/meta_kernels.h>
+
+#include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace aotpipe {
+namespace {
+
+using at::Tensor;
+using c10::IValue;
+
+struct Sample {
+  std::string label;
+  std::vector<IValue> args;
+};
+using Samples = std::vector<Sample>;
+
+// ---- tensors in many layouts -------------------------------------------------------------------
+
+Tensor randn(at::IntArrayRef sizes, at::ScalarType dtype = at::kFloat) { return at::randn(sizes).to(dtype); }
+
+// A tensor of `sizes` laid out in one of several ways (same values semantics, different strides).
+struct Layout {
+  std::string name;
+  std::function<Tensor(at::IntArrayRef, at::ScalarType)> make;
+};
+
+std::vector<Layout> layouts(std::size_t rank) {
+  std::vector<Layout> out;
+  out.push_back({"contiguous", [](at::IntArrayRef s, at::ScalarType d) { return randn(s, d); }});
+  if (rank == 4)
+    out.push_back({"channels_last", [](at::IntArrayRef s, at::ScalarType d) {
+                     return randn(s, d).contiguous(at::MemoryFormat::ChannelsLast);
+                   }});
+  if (rank >= 2)
+    out.push_back({"transposed", [](at::IntArrayRef s, at::ScalarType d) {  // last two dims swapped in memory
+                     std::vector<int64_t> t(s.begin(), s.end());
+                     std::swap(t[t.size() - 1], t[t.size() - 2]);
+                     return randn(t, d).transpose(-1, -2);
+                   }});
+  if (rank >= 1)
+    out.push_back({"offset_slice", [](at::IntArrayRef s, at::ScalarType d) {  // non-dense, storage offset 1
+                     std::vector<int64_t> big(s.begin(), s.end());
+                     big.back() = big.back() * 2 + 1;
+                     return randn(big, d).narrow(-1, 1, s.back() * 2).slice(-1, 0, s.back() * 2, 2);
+                   }});
+  return out;
+}
+
+// ---- the differential check --------------------------------------------------------------------
+
+struct Aliasing {
+  // For each output tensor: "arg N" / "output N" / "" (fresh).
+  std::vector<std::string> sources;
+};
+
+// Meta twins of the CPU arguments: one meta storage per CPU storage, so aliasing is kept.
+struct MetaMirror {
+  std::unordered_map<const c10::StorageImpl*, Tensor> storages;
+  Tensor operator()(const Tensor& t) {
+    if (!t.defined()) return t;
+    auto& base = storages[t.storage().unsafeGetStorageImpl()];
+    if (!base.defined())
+      base = at::empty({static_cast<int64_t>(t.storage().nbytes())}, at::TensorOptions().dtype(at::kByte).device(at::kMeta));
+    Tensor m = at::empty({0}, t.options().device(at::kMeta)).set_(base.storage(), t.storage_offset(), t.sizes(), t.strides());
+    return m;
+  }
+  IValue operator()(const IValue& v) {
+    if (v.isTensor()) return (*this)(v.toTensor());
+    if (v.isTensorList()) {
+      std::vector<Tensor> out;
+      for (const Tensor& t : v.toTensorList()) out.push_back((*this)(t));
+      return out;
+    }
+    if (v.isList()) {  // Tensor?[]
+      bool tensors = false;
+      for (const IValue& e : v.toListRef()) tensors |= e.isTensor();
+      if (!tensors) return v;
+      c10::List<std::optional<Tensor>> out;
+      for (const IValue& e : v.toListRef()) out.push_back(e.isTensor() ? std::optional<Tensor>((*this)(e.toTensor())) : std::nullopt);
+      return out;
+    }
+    return v;
+  }
+};
+
+std::vector<Tensor> flat_tensors(const std::vector<IValue>& values) {
+  std::vector<Tensor> out;
+  for (const IValue& v : values) {
+    if (v.isTensor()) out.push_back(v.toTensor());
+    else if (v.isTensorList())
+      for (const Tensor& t : v.toTensorList()) out.push_back(t);
+    else if (v.isNone()) out.push_back(Tensor());
+  }
+  return out;
+}
+
+Aliasing aliasing_of(const std::vector<Tensor>& args, const std::vector<Tensor>& outs) {
+  Aliasing a;
+  for (std::size_t i = 0; i < outs.size(); ++i) {
+    std::string source;
+    if (outs[i].defined() && outs[i].has_storage()) {
+      for (std::size_t k = 0; k < args.size() && source.empty(); ++k)
+        if (args[k].defined() && args[k].has_storage() && args[k].storage().is_alias_of(outs[i].storage()) &&
+            args[k].storage().nbytes() > 0)
+          source = fmt::format("arg {}", k);
+      for (std::size_t k = 0; k < i && source.empty(); ++k)
+        if (outs[k].defined() && outs[k].has_storage() && outs[k].storage().is_alias_of(outs[i].storage()) &&
+            outs[k].storage().nbytes() > 0)
+          source = fmt::format("output {}", k);
+    }
+    a.sources.push_back(source);
+  }
+  return a;
+}
+
+std::vector<int64_t> significant_strides(const Tensor& t) {
+  std::vector<int64_t> s;
+  if (t.numel() == 0) return s;
+  for (int64_t d = 0; d < t.dim(); ++d) s.push_back(t.size(d) > 1 ? t.stride(d) : -1);
+  return s;
+}
+
+std::string describe(const Tensor& t) {
+  if (!t.defined()) return "undefined";
+  return fmt::format("{} sizes={} strides={} offset={}", c10::toString(t.scalar_type()), t.sizes(), t.strides(),
+                     t.storage_offset());
+}
+
+// Runs one sample both ways; returns the differences (empty: equal).
+std::vector<std::string> compare(const c10::OperatorHandle& op, const Sample& sample) {
+  std::vector<std::string> diffs;
+  std::vector<IValue> cpu_stack = sample.args;
+  MetaMirror mirror;
+  std::vector<IValue> meta_stack;
+  for (const IValue& v : sample.args) meta_stack.push_back(mirror(v));
+  const std::vector<Tensor> cpu_args = flat_tensors(cpu_stack), meta_args = flat_tensors(meta_stack);
+
+  std::string cpu_error, meta_error;
+  try {
+    op.callBoxed(cpu_stack);
+  } catch (const std::exception& e) {
+    cpu_error = e.what();
+  }
+  try {
+    op.callBoxed(meta_stack);
+  } catch (const std::exception& e) {
+    meta_error = e.what();
+  }
+  if (!cpu_error.empty() || !meta_error.empty()) {
+    // Both must refuse (an argument error), or neither.
+    if (cpu_error.empty() != meta_error.empty())
+      diffs.push_back(fmt::format("CPU {} but meta {}", cpu_error.empty() ? "ran" : "raised: " + cpu_error.substr(0, 200),
+                                  meta_error.empty() ? "ran" : "raised: " + meta_error.substr(0, 200)));
+    return diffs;
+  }
+  const std::vector<Tensor> cpu_out = flat_tensors(cpu_stack), meta_out = flat_tensors(meta_stack);
+  if (cpu_out.size() != meta_out.size()) {
+    diffs.push_back(fmt::format("{} outputs on CPU, {} on meta", cpu_out.size(), meta_out.size()));
+    return diffs;
+  }
+  for (std::size_t i = 0; i < cpu_out.size(); ++i) {
+    const Tensor &c = cpu_out[i], &m = meta_out[i];
+    const bool same = c.defined() == m.defined() &&
+                      (!c.defined() || (c.sizes() == m.sizes() && c.scalar_type() == m.scalar_type() &&
+                                        significant_strides(c) == significant_strides(m) &&
+                                        (c.numel() == 0 || c.storage_offset() == m.storage_offset())));
+    if (!same) diffs.push_back(fmt::format("output {}: CPU {} vs meta {}", i, describe(c), describe(m)));
+  }
+  const Aliasing ca = aliasing_of(cpu_args, cpu_out), ma = aliasing_of(meta_args, meta_out);
+  for (std::size_t i = 0; i < ca.sources.size(); ++i)
+    if (ca.sources[i] != ma.sources[i])
+      diffs.push_back(fmt::format("output {} aliases '{}' on CPU but '{}' on meta", i, ca.sources[i], ma.sources[i]));
+  return diffs;
+}
+
+// ---- samples per op ------------------------------------------------------------------------------
+
+const std::vector<at::ScalarType> kFloatTypes = {at::kFloat, at::kDouble, at::kBFloat16};
+
+// Every layout of every shape, in every dtype: f(label, tensor).
+void for_each_tensor(const std::vector<std::vector<int64_t>>& shapes, const std::vector<at::ScalarType>& dtypes,
+                     const std::function<void(const std::string&, const Tensor&)>& f) {
+  for (const auto& shape : shapes)
+    for (const Layout& layout : layouts(shape.size()))
+      for (at::ScalarType dtype : dtypes)
+        f(fmt::format("{} {} {}", fmt::join(shape, "x"), layout.name, c10::toString(dtype)), layout.make(shape, dtype));
+}
+
+const std::vector<std::vector<int64_t>> kShapes = {{2, 3, 4, 5}, {6, 7}, {0, 3}, {5}, {}};
+
+Samples unary_samples(const std::function<std::vector<IValue>(const Tensor&)>& args_of) {
+  Samples s;
+  for_each_tensor(kShapes, kFloatTypes, [&](const std::string& l, const Tensor& t) { s.push_back({l, args_of(t)}); });
+  return s;
+}
+
+Samples binary_broadcast_samples(const std::function<std::vector<IValue>(const Tensor&, const Tensor&)>& args_of) {
+  Samples s;
+  for_each_tensor(kShapes, kFloatTypes, [&](const std::string& l, const Tensor& t) {
+    s.push_back({l + " same", args_of(randn(t.sizes(), t.scalar_type()), t)});
+    s.push_back({l + " reversed", args_of(t, randn(t.sizes(), t.scalar_type()))});
+  });
+  s.push_back({"broadcast row", args_of(randn({4, 5}), randn({5}))});
+  s.push_back({"broadcast both", args_of(randn({4, 1}), randn({1, 5}))});
+  s.push_back({"channels_last vs broadcast", args_of(randn({2, 3, 4, 5}).contiguous(at::MemoryFormat::ChannelsLast), randn({3, 1, 1}))});
+  s.push_back({"mixed dtypes", args_of(randn({4, 5}, at::kDouble), randn({4, 5}))});
+  return s;
+}
+
+Samples batch_norm_inputs(const std::function<void(Samples&, const std::string&, const Tensor& input, const std::optional<Tensor>& w,
+                                                   const std::optional<Tensor>& b, const std::optional<Tensor>& rm,
+                                                   const std::optional<Tensor>& rv)>& add) {
+  Samples s;
+  for_each_tensor({{4, 3, 5, 5}, {4, 3}, {4, 3, 7}}, {at::kFloat, at::kDouble, at::kBFloat16},
+                  [&](const std::string& l, const Tensor& x) {
+                    const auto pdt = x.scalar_type() == at::kBFloat16 ? at::kFloat : x.scalar_type();
+                    for (bool affine : {true, false})
+                      for (bool stats : {true, false}) {
+                        std::optional<Tensor> w, b, rm, rv;
+                        if (affine) w = randn({3}, pdt), b = randn({3}, pdt);
+                        if (stats) rm = randn({3}, pdt), rv = at::rand({3}).to(pdt) + 1;
+                        add(s, fmt::format("{} affine={} stats={}", l, affine, stats), x, w, b, rm, rv);
+                      }
+                  });
+  // A reduced-precision input with reduced-precision parameters: not the mixed case.
+  add(s, "bf16 params", randn({4, 3, 5, 5}, at::kBFloat16), randn({3}, at::kBFloat16), randn({3}, at::kBFloat16),
+      randn({3}, at::kBFloat16), (at::rand({3}) + 1).to(at::kBFloat16));
+  return s;
+}
+
+std::vector<int64_t> bool_mask(std::array<bool, 3> m) { return {m[0], m[1], m[2]}; }
+const std::vector<std::array<bool, 3>> kMasks = {{true, true, true}, {true, false, false}, {false, true, true}};
+
+IValue mask_ivalue(std::array<bool, 3> m) { return c10::List<bool>({m[0], m[1], m[2]}); }
+
+std::map<std::string, std::function<Samples()>> sample_table() {
+  std::map<std::string, std::function<Samples()>> t;
+  t["aten::relu"] = [] { return unary_samples([](const Tensor& x) { return std::vector<IValue>{x}; }); };
+  t["aten::relu_"] = [] { return unary_samples([](const Tensor& x) { return std::vector<IValue>{x.clone(at::MemoryFormat::Preserve)}; }); };
+  t["aten::hardtanh"] = [] {
+    return unary_samples([](const Tensor& x) { return std::vector<IValue>{x, at::Scalar(0), at::Scalar(6)}; });
+  };
+  t["aten::hardtanh_"] = [] {
+    return unary_samples([](const Tensor& x) { return std::vector<IValue>{x.clone(at::MemoryFormat::Preserve), at::Scalar(-1), at::Scalar(1)}; });
+  };
+  t["aten::hardtanh_backward"] = [] {
+    return binary_broadcast_samples(
+        [](const Tensor& g, const Tensor& x) { return std::vector<IValue>{g, x, at::Scalar(-1), at::Scalar(1)}; });
+  };
+  t["aten::where.self"] = [] {
+    Samples s = binary_broadcast_samples([](const Tensor& a, const Tensor& b) {
+      return std::vector<IValue>{at::rand(a.sizes()) > 0.5, a, b};
+    });
+    s.push_back({"uint8 condition", {(at::rand({4, 5}) > 0.5).to(at::kByte), randn({4, 5}), randn({4, 5})}});
+    s.push_back({"broadcast condition", {at::rand({5}) > 0.5, randn({4, 5}), randn({4, 1})}});
+    s.push_back({"transposed condition", {(at::rand({5, 4}) > 0.5).t(), randn({4, 5}), randn({4, 5})}});
+    s.push_back({"0-dim other", {at::rand({4, 5}) > 0.5, randn({4, 5}), at::scalar_tensor(2.0, at::kDouble)}});
+    s.push_back({"float condition (refused)", {at::rand({4, 5}), randn({4, 5}), randn({4, 5})}});
+    return s;
+  };
+  t["aten::where.self_out"] = [] {
+    Samples s = binary_broadcast_samples([](const Tensor& a, const Tensor& b) {
+      return std::vector<IValue>{at::rand(a.sizes()) > 0.5, a, b, at::empty({0}, at::promote_types(a.scalar_type(), b.scalar_type()))};
+    });
+    s.push_back({"presized out", {at::rand({4, 5}) > 0.5, randn({4, 5}), randn({4, 5}), at::empty({4, 5})}});
+    s.push_back({"channels_last out", {at::rand({2, 3, 4, 5}) > 0.5, randn({2, 3, 4, 5}), randn({2, 3, 4, 5}),
+                                       at::empty({2, 3, 4, 5}).contiguous(at::MemoryFormat::ChannelsLast)}});
+    s.push_back({"wrong out dtype (refused)", {at::rand({4, 5}) > 0.5, randn({4, 5}), randn({4, 5}), at::empty({0}, at::kDouble)}});
+    return s;
+  };
+  t["aten::abs.out"] = [] {
+    Samples s = unary_samples([](const Tensor& x) { return std::vector<IValue>{x, at::empty({0}, x.options())}; });
+    s.push_back({"presized out", {randn({4, 5}), at::empty({4, 5})}});
+    s.push_back({"int64", {at::randint(-5, 5, {4, 5}), at::empty({0}, at::kLong)}});
+    return s;
+  };
+  t["aten::flip"] = [] {
+    Samples s;
+    for_each_tensor({{2, 3, 4, 5}, {6, 7}, {0, 3}}, kFloatTypes, [&](const std::string& l, const Tensor& x) {
+      s.push_back({l + " dim0", {x, std::vector<int64_t>{0}}});
+      s.push_back({l + " dims -1,0", {x, std::vector<int64_t>{-1, 0}}});
+    });
+    s.push_back({"repeated dim (refused)", {randn({3, 4}), std::vector<int64_t>{0, 0}}});
+    return s;
+  };
+  t["aten::log_sigmoid_forward"] = [] { return unary_samples([](const Tensor& x) { return std::vector<IValue>{x}; }); };
+  t["aten::log_sigmoid_backward"] = [] {
+    return unary_samples([](const Tensor& x) {
+      auto [out, buffer] = at::log_sigmoid_forward(x);
+      return std::vector<IValue>{randn(x.sizes(), x.scalar_type()), x, buffer};
+    });
+  };
+  t["aten::mse_loss_backward"] = [] {
+    Samples s;
+    for_each_tensor({{4, 5}, {2, 3, 4, 5}, {0, 3}}, kFloatTypes, [&](const std::string& l, const Tensor& x) {
+      for (int64_t reduction : {0, 1, 2}) {
+        Tensor grad = reduction == 0 ? randn(x.sizes(), x.scalar_type()) : randn({}, x.scalar_type());
+        s.push_back({fmt::format("{} reduction={}", l, reduction), {grad, x, randn(x.sizes(), x.scalar_type()), reduction}});
+      }
+    });
+    return s;
+  };
+  t["aten::smooth_l1_loss_backward.grad_input"] = [] {
+    Samples s;
+    for_each_tensor({{4, 5}, {2, 3, 4, 5}}, kFloatTypes, [&](const std::string& l, const Tensor& x) {
+      for (int64_t reduction : {0, 1}) {
+        Tensor grad = reduction == 0 ? randn(x.sizes(), x.scalar_type()) : randn({}, x.scalar_type());
+        s.push_back({fmt::format("{} reduction={}", l, reduction),
+                     {grad, x, randn(x.sizes(), x.scalar_type()), reduction, 1.0, at::zeros_like(x, at::MemoryFormat::Contiguous)}});
+      }
+    });
+    s.push_back({"negative beta", {randn({4}), randn({4}), randn({4}), int64_t{0}, -1.0, at::zeros({4})}});
+    return s;
+  };
+  t["aten::native_dropout"] = [] {
+    Samples s;
+    for_each_tensor(kShapes, kFloatTypes, [&](const std::string& l, const Tensor& x) {
+      s.push_back({l + " p=0.5 train", {x, 0.5, std::optional<bool>(true)}});
+      s.push_back({l + " p=0 train", {x, 0.0, std::optional<bool>(true)}});
+      s.push_back({l + " p=1 train", {x, 1.0, std::optional<bool>(true)}});
+      s.push_back({l + " eval", {x, 0.5, std::optional<bool>(false)}});
+      s.push_back({l + " train unset", {x, 0.5, IValue()}});
+    });
+    return s;
+  };
+  t["aten::native_dropout_backward"] = [] {
+    Samples s;
+    for_each_tensor(kShapes, kFloatTypes, [&](const std::string& l, const Tensor& g) {
+      s.push_back({l, {g, at::rand(g.sizes()) > 0.5, 2.0}});
+    });
+    s.push_back({"float mask", {randn({3}), randn({3}), 2.0}});
+    return s;
+  };
+  // Normalization.
+  auto batch_norm = [](bool legit) {
+    return batch_norm_inputs([legit](Samples& s, const std::string& l, const Tensor& x, const std::optional<Tensor>& w,
+                                     const std::optional<Tensor>& b, const std::optional<Tensor>& rm,
+                                     const std::optional<Tensor>& rv) {
+      for (bool training : {true, false}) {
+        if (legit && !rm) continue;  // the overload with stats takes tensors
+        if (!training && !rm) continue;  // invalid: libtorch's CPU kernel reads the missing stats (crashes)
+        s.push_back({fmt::format("{} training={}", l, training),
+                     {x, w ? IValue(*w) : IValue(), b ? IValue(*b) : IValue(), rm ? IValue(rm->clone()) : IValue(),
+                      rv ? IValue(rv->clone()) : IValue(), training, 0.1, 1e-5}});
+      }
+    });
+  };
+  t["aten::native_batch_norm"] = [batch_norm] { return batch_norm(false); };
+  t["aten::_native_batch_norm_legit"] = [batch_norm] { return batch_norm(true); };
+  t["aten::_native_batch_norm_legit.no_stats"] = [] {
+    return batch_norm_inputs([](Samples& s, const std::string& l, const Tensor& x, const std::optional<Tensor>& w,
+                                const std::optional<Tensor>& b, const std::optional<Tensor>&, const std::optional<Tensor>&) {
+      s.push_back({l, {x, w ? IValue(*w) : IValue(), b ? IValue(*b) : IValue(), true, 0.1, 1e-5}});
+    });
+  };
+  t["aten::_native_batch_norm_legit_no_training"] = [] {
+    return batch_norm_inputs([](Samples& s, const std::string& l, const Tensor& x, const std::optional<Tensor>& w,
+                                const std::optional<Tensor>& b, const std::optional<Tensor>& rm, const std::optional<Tensor>& rv) {
+      if (rm) s.push_back({l, {x, w ? IValue(*w) : IValue(), b ? IValue(*b) : IValue(), *rm, *rv, 0.1, 1e-5}});
+    });
+  };
+  t["aten::native_batch_norm_backward"] = [] {
+    return batch_norm_inputs([](Samples& s, const std::string& l, const Tensor& x, const std::optional<Tensor>& w,
+                                const std::optional<Tensor>& b, const std::optional<Tensor>& rm, const std::optional<Tensor>& rv) {
+      for (bool training : {true, false}) {
+        if (!training && !rm) continue;
+        auto [out, save_mean, save_invstd] =
+            at::native_batch_norm(x, w, b, rm ? std::optional<Tensor>(rm->clone()) : std::nullopt,
+                                  rv ? std::optional<Tensor>(rv->clone()) : std::nullopt, training, 0.1, 1e-5);
+        for (auto mask : kMasks)
+          s.push_back({fmt::format("{} training={} mask={}", l, training, fmt::join(bool_mask(mask), "")),
+                       {randn(x.sizes(), x.scalar_type()).contiguous(x.suggest_memory_format()), x,
+                        w ? IValue(*w) : IValue(), rm ? IValue(*rm) : IValue(), rv ? IValue(*rv) : IValue(),
+                        save_mean, save_invstd, training, 1e-5, mask_ivalue(mask)}});
+      }
+    });
+  };
+  auto layer_norm_cases = [](const std::function<void(Samples&, const std::string&, const Tensor&, std::vector<int64_t>,
+                                                      const std::optional<Tensor>&, const std::optional<Tensor>&)>& add) {
+    Samples s;
+    for_each_tensor({{2, 3, 8}, {4, 8}, {0, 8}}, {at::kFloat, at::kDouble, at::kBFloat16}, [&](const std::string& l, const Tensor& x) {
+      const auto pdt = x.scalar_type() == at::kBFloat16 ? at::kFloat : x.scalar_type();
+      for (bool affine : {true, false}) {
+        std::vector<int64_t> shape{x.size(-1)};
+        std::optional<Tensor> w, b;
+        if (affine) w = randn(shape, pdt), b = randn(shape, pdt);
+        add(s, fmt::format("{} affine={}", l, affine), x, shape, w, b);
+      }
+      if (x.dim() == 3) {
+        std::vector<int64_t> shape{x.size(-2), x.size(-1)};
+        add(s, l + " 2-d normalized", x, shape, randn(shape, pdt), std::nullopt);
+      }
+    });
+    add(s, "bf16 params", randn({4, 8}, at::kBFloat16), {8}, randn({8}, at::kBFloat16), randn({8}, at::kBFloat16));
+    add(s, "wrong weight shape (refused)", randn({4, 8}), {8}, randn({7}), std::nullopt);
+    return s;
+  };
+  t["aten::native_layer_norm"] = [layer_norm_cases] {
+    return layer_norm_cases([](Samples& s, const std::string& l, const Tensor& x, std::vector<int64_t> shape,
+                               const std::optional<Tensor>& w, const std::optional<Tensor>& b) {
+      s.push_back({l, {x, shape, w ? IValue(*w) : IValue(), b ? IValue(*b) : IValue(), 1e-5}});
+    });
+  };
+  t["aten::native_layer_norm_backward"] = [layer_norm_cases] {
+    return layer_norm_cases([](Samples& s, const std::string& l, const Tensor& x, std::vector<int64_t> shape,
+                               const std::optional<Tensor>& w, const std::optional<Tensor>& b) {
+      if (w && w->sizes() != at::IntArrayRef(shape)) return;
+      auto [out, mean, rstd] = at::native_layer_norm(x, shape, w, b, 1e-5);
+      for (auto mask : kMasks)
+        if (!(mask[1] && !w) && !(mask[2] && !b))  // libtorch's CPU kernel fails on it (autograd never asks)
+        s.push_back({fmt::format("{} mask={}", l, fmt::join(bool_mask(mask), "")),
+                     {randn(x.sizes(), x.scalar_type()), x, shape, mean, rstd, w ? IValue(*w) : IValue(),
+                      b ? IValue(*b) : IValue(), mask_ivalue(mask)}});
+    });
+  };
+  auto group_norm_cases = [](const std::function<void(Samples&, const std::string&, const Tensor&, const std::optional<Tensor>&,
+                                                      const std::optional<Tensor>&)>& add) {
+    Samples s;
+    for_each_tensor({{2, 6, 4, 4}, {2, 6, 5}, {2, 6}}, {at::kFloat, at::kDouble, at::kBFloat16}, [&](const std::string& l, const Tensor& x) {
+      const auto pdt = x.scalar_type() == at::kBFloat16 ? at::kFloat : x.scalar_type();
+      add(s, l + " affine", x, randn({6}, pdt), randn({6}, pdt));
+      add(s, l + " plain", x, std::nullopt, std::nullopt);
+    });
+    return s;
+  };
+  auto hxw = [](const Tensor& x) { return x.dim() > 2 ? x.numel() / (x.size(0) * x.size(1)) : int64_t{1}; };
+  t["aten::native_group_norm"] = [group_norm_cases, hxw] {
+    Samples s = group_norm_cases([hxw](Samples& s, const std::string& l, const Tensor& x, const std::optional<Tensor>& w,
+                                       const std::optional<Tensor>& b) {
+      s.push_back({l, {x, w ? IValue(*w) : IValue(), b ? IValue(*b) : IValue(), x.size(0), x.size(1), hxw(x), int64_t{3}, 1e-5}});
+    });
+    s.push_back({"groups do not divide (refused)", {randn({2, 6, 4}), IValue(), IValue(), int64_t{2}, int64_t{6}, int64_t{4}, int64_t{4}, 1e-5}});
+    return s;
+  };
+  t["aten::native_group_norm_backward"] = [group_norm_cases, hxw] {
+    return group_norm_cases([hxw](Samples& s, const std::string& l, const Tensor& x, const std::optional<Tensor>& w,
+                                  const std::optional<Tensor>& b) {
+      if (!x.is_contiguous(x.suggest_memory_format())) return;  // the forward refuses it (tested there)
+      auto [out, mean, rstd] = at::native_group_norm(x, w, b, x.size(0), x.size(1), hxw(x), 3, 1e-5);
+      for (auto mask : kMasks) {
+        if (!w && (mask[1] || mask[2])) continue;  // libtorch's CPU kernel fails on it (autograd never asks)
+        if (!mask[0] && x.dim() > 2 && x.is_contiguous(at::MemoryFormat::ChannelsLast) && !x.is_contiguous())
+          continue;  // libtorch's channels_last CPU kernel writes through the missing grad_input (crashes)
+        s.push_back({fmt::format("{} mask={}", l, fmt::join(bool_mask(mask), "")),
+                     {randn(x.sizes(), x.scalar_type()).contiguous(x.suggest_memory_format()), x, mean, rstd,
+                      w ? IValue(*w) : IValue(), x.size(0), x.size(1), hxw(x), int64_t{3}, mask_ivalue(mask)}});
+      }
+    });
+  };
+  // Convolution.
+  struct ConvCase {
+    std::string label;
+    std::vector<int64_t> input, weight;
+    std::vector<int64_t> stride, padding, dilation, output_padding;
+    bool transposed;
+    int64_t groups;
+  };
+  auto conv_cases = [] {
+    return std::vector<ConvCase>{
+        {"2d", {2, 4, 8, 8}, {6, 4, 3, 3}, {1}, {1}, {1}, {0}, false, 1},
+        {"2d stride2 pad0", {2, 4, 9, 9}, {6, 4, 3, 3}, {2, 2}, {0, 0}, {1, 1}, {0}, false, 1},
+        {"2d 1x1", {2, 4, 8, 8}, {6, 4, 1, 1}, {1}, {0}, {1}, {0}, false, 1},
+        {"2d dilated", {2, 4, 9, 9}, {6, 4, 3, 3}, {1}, {2}, {2}, {0}, false, 1},
+        {"2d groups2", {2, 4, 8, 8}, {6, 2, 3, 3}, {1}, {1}, {1}, {0}, false, 2},
+        {"2d depthwise", {2, 4, 8, 8}, {4, 1, 3, 3}, {1}, {1}, {1}, {0}, false, 4},
+        {"2d transposed", {2, 4, 5, 5}, {4, 6, 2, 2}, {2}, {0}, {1}, {0}, true, 1},
+        {"2d transposed outpad", {2, 4, 5, 5}, {4, 6, 3, 3}, {2}, {1}, {1}, {1}, true, 1},
+        {"1d", {2, 4, 10}, {6, 4, 3}, {1}, {1}, {1}, {0}, false, 1},
+        {"1d transposed", {2, 4, 10}, {4, 6, 3}, {2}, {1}, {1}, {1}, true, 1},
+        {"3d", {1, 2, 4, 5, 5}, {3, 2, 3, 3, 3}, {1}, {1}, {1}, {0}, false, 1},
+        {"0 batch", {0, 4, 8, 8}, {6, 4, 3, 3}, {1}, {1}, {1}, {0}, false, 1},
+        {"kernel too big (refused)", {2, 4, 2, 2}, {6, 4, 3, 3}, {1}, {0}, {1}, {0}, false, 1},
+    };
+  };
+  auto conv_tensors = [](const ConvCase& c, bool input_cl, bool weight_cl, at::ScalarType dtype) {
+    Tensor x = randn(c.input, dtype), w = randn(c.weight, dtype);
+    if (input_cl && x.dim() == 4) x = x.contiguous(at::MemoryFormat::ChannelsLast);
+    if (weight_cl && w.dim() == 4) w = w.contiguous(at::MemoryFormat::ChannelsLast);
+    if (input_cl && x.dim() == 5) x = x.contiguous(at::MemoryFormat::ChannelsLast3d);
+    return std::pair{x, w};
+  };
+  t["aten::convolution"] = [conv_cases, conv_tensors] {
+    Samples s;
+    for (const ConvCase& c : conv_cases())
+      for (bool input_cl : {false, true})
+        for (bool weight_cl : {false, true})
+          for (at::ScalarType dtype : {at::kFloat, at::kDouble, at::kBFloat16})
+            for (bool bias : {true, false}) {
+              auto [x, w] = conv_tensors(c, input_cl, weight_cl, dtype);
+              const int64_t out_channels = c.transposed ? c.weight[1] * c.groups : c.weight[0];
+              s.push_back({fmt::format("{} input_cl={} weight_cl={} {} bias={}", c.label, input_cl, weight_cl,
+                                       c10::toString(dtype), bias),
+                           {x, w, bias ? IValue(randn({out_channels}, dtype)) : IValue(), c.stride, c.padding, c.dilation,
+                            c.transposed, c.output_padding, c.groups}});
+            }
+    return s;
+  };
+  t["aten::convolution_backward"] = [conv_cases, conv_tensors] {
+    Samples s;
+    for (const ConvCase& c : conv_cases()) {
+      if (c.label.find("refused") != std::string::npos) continue;
+      for (bool input_cl : {false, true})
+        for (bool weight_cl : {false, true})
+          for (at::ScalarType dtype : {at::kFloat, at::kDouble})
+            for (auto mask : kMasks) {
+              auto [x, w] = conv_tensors(c, input_cl, weight_cl, dtype);
+              Tensor out = at::convolution(x, w, std::nullopt, c.stride, c.padding, c.dilation, c.transposed,
+                                           c.output_padding, c.groups);
+              const int64_t out_channels = c.transposed ? c.weight[1] * c.groups : c.weight[0];
+              s.push_back({fmt::format("{} input_cl={} weight_cl={} {} mask={}", c.label, input_cl, weight_cl,
+                                       c10::toString(dtype), fmt::join(bool_mask(mask), "")),
+                           {randn(out.sizes(), dtype).contiguous(out.suggest_memory_format()), x, w,
+                            std::vector<int64_t>{out_channels}, c.stride, c.padding, c.dilation, c.transposed,
+                            c.output_padding, c.groups, mask_ivalue(mask)}});
+            }
+    }
+    return s;
+  };
+  // Indexing.
+  t["aten::index_select"] = [] {
+    Samples s;
+    for_each_tensor({{5, 4}, {3, 4, 5}}, {at::kFloat, at::kDouble}, [&](const std::string& l, const Tensor& x) {
+      for (int64_t dim : {0, 1, -1})
+        for (at::ScalarType it : {at::kLong, at::kInt})
+          s.push_back({fmt::format("{} dim={} {}", l, dim, c10::toString(it)), {x, dim, at::randint(0, 3, {6}).to(it)}});
+      s.push_back({l + " empty index", {x, int64_t{0}, at::empty({0}, at::kLong)}});
+    });
+    s.push_back({"0-dim self", {randn({}), int64_t{0}, at::zeros({1}, at::kLong)}});
+    s.push_back({"0-dim index", {randn({5, 4}), int64_t{0}, at::scalar_tensor(2, at::kLong)}});
+    s.push_back({"2-d index (refused)", {randn({5, 4}), int64_t{0}, at::zeros({2, 2}, at::kLong)}});
+    s.push_back({"float index (refused)", {randn({5, 4}), int64_t{0}, at::zeros({2})}});
+    return s;
+  };
+  t["aten::embedding_dense_backward"] = [] {
+    Samples s;
+    for (at::ScalarType dtype : {at::kFloat, at::kDouble, at::kBFloat16})
+      for (int64_t padding_idx : {-1, 2})
+        for (bool freq : {false, true}) {
+          s.push_back({fmt::format("{} padding={} freq={}", c10::toString(dtype), padding_idx, freq),
+                       {randn({3, 4, 8}, dtype), at::randint(0, 10, {3, 4}), int64_t{10}, padding_idx, freq}});
+        }
+    s.push_back({"transposed grad", {randn({8, 5}).t(), at::randint(0, 10, {5}), int64_t{10}, int64_t{-1}, false}});
+    return s;
+  };
+  struct BagCase {
+    std::string label;
+    at::ScalarType dtype;
+    at::ScalarType index_type;
+    int64_t mode;
+    bool include_last_offset, per_sample;
+    int64_t padding_idx;
+  };
+  auto bag_cases = [] {
+    std::vector<BagCase> cases;
+    for (at::ScalarType dtype : {at::kFloat, at::kDouble})
+      for (at::ScalarType it : {at::kLong, at::kInt})
+        for (int64_t mode : {0, 1, 2})
+          for (bool last : {false, true})
+            for (int64_t padding : {-1, 2}) {
+              cases.push_back({fmt::format("{} {} mode={} last={} padding={}", c10::toString(dtype), c10::toString(it),
+                                           mode, last, padding),
+                               dtype, it, mode, last, false, padding});
+              if (mode == 0)
+                cases.push_back({fmt::format("{} {} per_sample last={} padding={}", c10::toString(dtype), c10::toString(it),
+                                             last, padding),
+                                 dtype, it, mode, last, true, padding});
+            }
+    return cases;
+  };
+  auto bag_args = [](const BagCase& c) {
+    Tensor weight = randn({10, 8}, c.dtype);
+    Tensor indices = at::randint(0, 10, {12}).to(c.index_type);
+    Tensor offsets = at::tensor(std::vector<int64_t>{0, 3, 7, 12}).to(c.index_type);
+    if (!c.include_last_offset) offsets = offsets.narrow(0, 0, 3).clone();
+    std::optional<Tensor> psw;
+    if (c.per_sample) psw = randn({12}, c.dtype);
+    return std::tuple{weight, indices, offsets, psw};
+  };
+  auto bag_forward = [bag_cases, bag_args] {
+    Samples s;
+    for (const BagCase& c : bag_cases()) {
+      auto [weight, indices, offsets, psw] = bag_args(c);
+      s.push_back({c.label, {weight, indices, offsets, false, c.mode, false, psw ? IValue(*psw) : IValue(),
+                             c.include_last_offset, c.padding_idx}});
+    }
+    return s;
+  };
+  t["aten::_embedding_bag"] = bag_forward;
+  t["aten::_embedding_bag_forward_only"] = bag_forward;
+  auto bag_backward = [bag_cases, bag_args](bool dense) {
+    Samples s;
+    for (const BagCase& c : bag_cases()) {
+      auto [weight, indices, offsets, psw] = bag_args(c);
+      auto [out, offset2bag, bag_size, max_indices] =
+          at::_embedding_bag(weight, indices, offsets, false, c.mode, false, psw, c.include_last_offset, c.padding_idx);
+      Tensor grad = randn(out.sizes(), c.dtype);
+      if (dense && offset2bag.numel() == 0) continue;  // the fast sum path leaves it empty: not a valid input
+      if (dense)
+        s.push_back({c.label, {grad, indices, offset2bag, bag_size, max_indices, int64_t{10}, false, c.mode,
+                               psw ? IValue(*psw) : IValue(), c.padding_idx}});
+      else
+        s.push_back({c.label, {grad, indices, offsets, offset2bag, bag_size, max_indices, int64_t{10}, false, c.mode,
+                               false, psw ? IValue(*psw) : IValue(), c.padding_idx}});
+    }
+    return s;
+  };
+  t["aten::_embedding_bag_dense_backward"] = [bag_backward] { return bag_backward(true); };
+  t["aten::_embedding_bag_backward"] = [bag_backward] { return bag_backward(false); };
+  // Reductions.
+  auto variance = [](bool with_mean) {
+    Samples s;
+    for_each_tensor({{3, 4, 5}, {6}, {0, 4}, {}}, {at::kFloat, at::kDouble, at::kComplexFloat},
+                    [&](const std::string& l, const Tensor& x) {
+                      std::vector<std::optional<std::vector<int64_t>>> dims = {std::nullopt, std::vector<int64_t>{}};
+                      if (x.dim() >= 1) dims.push_back(std::vector<int64_t>{-1});
+                      if (x.dim() >= 3) dims.push_back(std::vector<int64_t>{0, 2});
+                      for (const auto& d : dims)
+                        for (bool keepdim : {false, true})
+                          for (int correction : {0, 1})
+                            s.push_back({fmt::format("{} dim={} keepdim={} correction={}", l,
+                                                     d ? fmt::format("{}", fmt::join(*d, ",")) : "None", keepdim, correction),
+                                         {x, d ? IValue(*d) : IValue(), IValue(at::Scalar(correction)), keepdim}});
+                    });
+    s.push_back({"int64 (refused)", {at::randint(0, 5, {4}), IValue(), IValue(), false}});
+    (void)with_mean;
+    return s;
+  };
+  t["aten::var.correction"] = [variance] { return variance(false); };
+  t["aten::std.correction"] = [variance] { return variance(false); };
+  t["aten::var_mean.correction"] = [variance] { return variance(true); };
+  t["aten::std_mean.correction"] = [variance] { return variance(true); };
+  // Attention.
+  auto attention = [](const std::function<void(Samples&, const std::string&, const Tensor&, const Tensor&, const Tensor&,
+                                              bool, const std::optional<Tensor>&, std::optional<double>)>& add) {
+    Samples s;
+    for (at::ScalarType dtype : {at::kFloat, at::kDouble, at::kBFloat16})
+      for (bool bthd : {false, true})  // q/k/v as transposed views of [B, T, H, D] (what split-heads produce)
+        for (bool causal : {false, true})
+          for (bool mask : {false, true}) {
+            auto make = [&](int64_t t) {
+              return bthd ? randn({2, t, 3, 8}, dtype).transpose(1, 2) : randn({2, 3, t, 8}, dtype);
+            };
+            Tensor q = make(5), k = make(causal ? 5 : 6), v = make(causal ? 5 : 6);
+            std::optional<Tensor> m;
+            if (mask) m = randn({5, causal ? 5 : 6}, dtype);
+            if (mask && causal) continue;
+            add(s, fmt::format("{} bthd={} causal={} mask={}", c10::toString(dtype), bthd, causal, mask), q, k, v, causal,
+                m, mask ? std::optional<double>(0.25) : std::nullopt);
+          }
+    return s;
+  };
+  t["aten::_scaled_dot_product_flash_attention_for_cpu"] = [attention] {
+    return attention([](Samples& s, const std::string& l, const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
+                        const std::optional<Tensor>& m, std::optional<double> scale) {
+      s.push_back({l, {q, k, v, 0.0, causal, m ? IValue(*m) : IValue(), scale ? IValue(*scale) : IValue()}});
+    });
+  };
+  t["aten::_scaled_dot_product_flash_attention_for_cpu_backward"] = [attention] {
+    return attention([](Samples& s, const std::string& l, const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
+                        const std::optional<Tensor>& m, std::optional<double> scale) {
+      auto [out, lse] = at::_scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, causal, m, scale);
+      s.push_back({l, {randn(out.sizes(), out.scalar_type()), q, k, v, out, lse, 0.0, causal, m ? IValue(*m) : IValue(),
+                       scale ? IValue(*scale) : IValue()}});
+    });
+  };
+  return t;
+}
+
+// Kernels with no CPU twin to compare against: checked on a GPU (tests/cuda) and by the CUDA
+// model corpus, not here.
+const std::map<std::string, std::string> kNoCpuKernel = {
+    {"aten::_thnn_fused_lstm_cell", "CUDA-only kernel"},
+    {"aten::_thnn_fused_lstm_cell_backward_impl", "CUDA-only kernel"},
+};
+
+TEST(MetaKernelDiffTest, EveryRegisteredKernelHasSamples) {
+  const auto table = sample_table();
+  for (const std::string& op : detail::aotpipe_meta_kernel_ops())
+    EXPECT_TRUE(table.count(op) || kNoCpuKernel.count(op)) << op << " has a Meta kernel but no differential samples";
+  for (const auto& [op, samples] : table)
+    EXPECT_NE(std::find(detail::aotpipe_meta_kernel_ops().begin(), detail::aotpipe_meta_kernel_ops().end(), op),
+              detail::aotpipe_meta_kernel_ops().end())
+        << op << " has samples but aotpipe registers no Meta kernel for it";
+}
+
+TEST(MetaKernelDiffTest, MetaEqualsCpuKernel) {
+  at::manual_seed(0);
+  std::size_t compared = 0;
+  for (const auto& [name, make_samples] : sample_table()) {
+    const auto dot = name.find('.');
+    const std::string base = name.substr(0, dot), overload = dot == std::string::npos ? "" : name.substr(dot + 1);
+    auto op = c10::Dispatcher::singleton().findSchema({base, overload});
+    ASSERT_TRUE(op.has_value()) << name;
+    std::size_t failures = 0;
+    const Samples samples = make_samples();
+    EXPECT_GE(samples.size(), 4u) << name << ": too few samples";
+    for (const Sample& sample : samples) {
+      ++compared;
+      for (const std::string& diff : compare(*op, sample)) {
+        if (++failures <= 40) ADD_FAILURE() << name << " [" << sample.label << "]: " << diff;
+      }
+    }
+    if (failures > 40) ADD_FAILURE() << name << ": " << failures - 40 << " more differences";
+  }
+  std::cout << "compared " << compared << " samples of " << sample_table().size() << " ops\n";
+}
+
+}  // namespace
+}  // namespace aotpipe

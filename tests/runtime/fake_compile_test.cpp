@@ -1,0 +1,148 @@
+// Truly fake compiles: the model zoo (examples/models) compiles with the CPU fallback refused, at
+// small and at ImageNet/LM batch sizes, on the CPU and for cuda:0 (no GPU needed); a fake trace of
+// each model records exactly the metadata a real trace records (aotpipe's Meta kernels in model
+// context); and the fallback, where an op is still uncovered, is counted per op or refused with
+// the op's name.
+#include <aotpipe/graph/example_tensor.h>
+#include <aotpipe/graph/tracer.h>
+#include <aotpipe/runtime/aot_function.h>
+
+#include <model_zoo.h>
+
+#include <fmt/format.h>
+
+#include <ATen/ATen.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace aotpipe {
+namespace {
+
+TensorList metadata_examples(const zoo::ZooModel& model) {
+  TensorList args;
+  for (const TensorMeta& meta : model.inputs) args.push_back(metadata_example(meta));
+  return args;
+}
+
+// Real inputs of the model's metadata: random floats, small valid indices, a {0, -1e4} mask.
+TensorList real_inputs(const zoo::ZooModel& model) {
+  TensorList args;
+  for (const TensorMeta& meta : model.inputs) {
+    at::Tensor t;
+    if (at::isFloatingType(meta.dtype)) {
+      t = at::empty_strided(meta.sizes, meta.strides, at::TensorOptions().dtype(meta.dtype)).normal_();
+    } else {
+      t = at::randint(0, 2, meta.sizes, at::TensorOptions().dtype(meta.dtype));
+    }
+    if (meta.requires_grad) t.requires_grad_(true);
+    args.push_back(t);
+  }
+  return args;
+}
+
+AotConfig fake_only() {
+  AotConfig config;
+  config.allow_cpu_fallback = false;
+  return config;
+}
+
+class ZooTest : public ::testing::TestWithParam<std::string> {};
+
+zoo::ZooModel model_named(const std::string& name, int64_t batch, c10::Device device = c10::kCPU) {
+  for (zoo::ZooModel& m : zoo::all_models(batch, device))
+    if (m.name == name) return std::move(m);
+  throw std::invalid_argument("no zoo model " + name);
+}
+
+std::vector<std::string> zoo_names() {
+  std::vector<std::string> names;
+  for (const zoo::ZooModel& m : zoo::all_models(1)) names.push_back(m.name);
+  return names;
+}
+
+// The whole pipeline with the fallback refused: a fallback would fail the compile naming the op.
+TEST_P(ZooTest, CompilesWithoutCpuFallbackOnCpuAndCuda) {
+  for (c10::Device device : {c10::Device(c10::kCPU), c10::Device(c10::kCUDA, 0)})
+    for (int64_t batch : {1, 256}) {
+      const zoo::ZooModel model = model_named(GetParam(), batch, device);
+      SCOPED_TRACE(fmt::format("{} batch {} on {}", model.name, batch, device.str()));
+      CompileOutput out = compile(model.name, model.fn, metadata_examples(model), fake_only());
+      EXPECT_TRUE(out.state->cpu_fallbacks.empty());
+      const bool training = out.state->joint.has_value();
+      EXPECT_EQ(training, model.name != "adam_foreach_step");
+      // The compiled graphs carry the batch and the device of the inputs.
+      const Graph& forward = training ? out.state->partition->forward : *out.state->inference_graph;
+      ASSERT_FALSE(forward.inputs().empty());
+      EXPECT_EQ(forward.inputs()[0]->meta()->device, device);
+      if (model.inputs[0].sizes.size() > 1 && model.name != "adam_foreach_step")
+        EXPECT_EQ(forward.inputs()[0]->meta()->sizes[0], batch);
+    }
+}
+
+// Fake and real traces of the same model at a small batch record the same graph, value for value
+// (sizes, strides, storage offset, dtype): the Meta kernels agree with the CPU kernels in context.
+TEST_P(ZooTest, FakeTraceRecordsWhatARealTraceRecords) {
+  at::manual_seed(0);
+  const zoo::ZooModel model = model_named(GetParam(), 2);
+  const TensorList inputs = real_inputs(model);
+  TraceOptions fake;
+  fake.functionalize = true;
+  fake.allow_cpu_fallback = false;
+  TraceOptions real = fake;
+  real.mode = TraceMode::Real;
+  const TraceResult fake_trace = trace_joint(model.fn, inputs, fake);
+  const TraceResult real_trace = trace_joint(model.fn, inputs, real);
+  EXPECT_TRUE(fake_trace.cpu_fallbacks.empty());
+  const auto& fake_nodes = fake_trace.graph.nodes();
+  const auto& real_nodes = real_trace.graph.nodes();
+  ASSERT_EQ(fake_nodes.size(), real_nodes.size());
+  std::size_t compared = 0;
+  for (std::size_t i = 0; i < fake_nodes.size(); ++i) {
+    const Node* f = fake_nodes[i];
+    const Node* r = real_nodes[i];
+    ASSERT_EQ(f->qualified_name(), r->qualified_name()) << "node " << i;
+    ASSERT_EQ(f->outputs().size(), r->outputs().size()) << f->qualified_name();
+    for (std::size_t k = 0; k < f->outputs().size(); ++k) {
+      const TensorMeta* fm = f->outputs()[k]->meta();
+      const TensorMeta* rm = r->outputs()[k]->meta();
+      ASSERT_EQ(fm == nullptr, rm == nullptr) << f->qualified_name();
+      if (!fm) continue;
+      EXPECT_EQ(to_string(*fm), to_string(*rm)) << "node " << i << " " << f->qualified_name() << " output " << k;
+      ++compared;
+    }
+  }
+  EXPECT_GT(compared, 10u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Zoo, ZooTest, ::testing::ValuesIn(zoo_names()),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+
+// An op aotpipe has no Meta kernel for: _cdist_forward (what cdist runs for p != 2 or small inputs).
+TensorList uses_cdist(const TensorList& a) { return {at::_cdist_forward(at::relu(a[0]), a[1], 1.0, std::nullopt)}; }
+
+TEST(CpuFallbackTest, RefusedCompileNamesTheFirstUncoveredOp) {
+  const TensorList args = {at::randn({4, 3}), at::randn({5, 3})};
+  try {
+    compile("cdist", uses_cdist, args, fake_only());
+    FAIL() << "expected the compile to refuse the CPU fallback";
+  } catch (const std::exception& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("aten::_cdist_forward"));
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("allow_cpu_fallback is off"));
+    EXPECT_THAT(e.what(), ::testing::Not(::testing::HasSubstr("aten::relu")));
+  }
+}
+
+TEST(CpuFallbackTest, AllowedFallbackIsCountedPerOpAndTrace) {
+  const TensorList args = {at::randn({4, 3}), at::randn({5, 3})};
+  CompileOutput out = compile("cdist", uses_cdist, args);
+  // Inference: the metadata trace and the inference trace each call it once.
+  EXPECT_EQ(out.state->cpu_fallbacks, (CpuFallbackCounts{{"aten::_cdist_forward", 2}}));
+  const TraceResult traced = trace_program(uses_cdist, args);
+  EXPECT_EQ(traced.cpu_fallbacks, (CpuFallbackCounts{{"aten::_cdist_forward", 1}}));
+  EXPECT_EQ(total_cpu_fallback_calls(out.state->cpu_fallbacks), 2u);
+  // And the compiled function is still right.
+  EXPECT_TRUE(at::allclose(out.runtime(args)[0], uses_cdist(args)[0]));
+}
+
+}  // namespace
+}  // namespace aotpipe
