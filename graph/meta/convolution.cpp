@@ -85,6 +85,7 @@ Tensor on_device(const Tensor& t, c10::Device device, bool unsqueeze2 = false, b
 struct BackendLayout {
   at::MemoryFormat format = at::MemoryFormat::Contiguous;
   bool empty_input = false;  // the Empty backend (a 0-sized input): gradients are zeros_like(input/weight)
+  bool onednn = false;       // oneDNN's backward computes the weight gradient with the bias gradient
 };
 
 // The memory format of the eager backend's outputs for this convolution (before 1-d squeezing).
@@ -95,23 +96,31 @@ BackendLayout backend_layout(const Tensor& input, const Tensor& weight, const st
   if (input.numel() == 0) return {at::MemoryFormat::Contiguous, true};
   if (device.is_cuda()) return {at::native::cudnn_conv_suggest_memory_format(input, weight)};
   if (!device.is_cpu()) return {};
-  Tensor in = on_device(input, device), w = on_device(weight, device);
+  // A 1-d convolution runs as a 2-d one on the unsqueezed contiguous input (Convolution.cpp's
+  // view1d_as_2d); the examples are made 2-d directly (a view of them would report the meta device).
+  const bool one_d = input.dim() == 3;
+  Tensor in = on_device(input, device, one_d, one_d), w = on_device(weight, device, one_d);
   std::optional<Tensor> b;
   if (bias && bias->defined()) b = on_device(*bias, device);
+  auto params = [one_d](IntArrayRef values, int64_t lead) {
+    std::vector<c10::SymInt> out;
+    if (one_d) out.emplace_back(lead);
+    for (int64_t v : values) out.emplace_back(v);
+    if (one_d && values.empty()) out.emplace_back(lead);
+    return out;
+  };
+  const auto stride2 = params(stride, 1), padding2 = params(padding, 0), dilation2 = params(dilation, 1),
+             output_padding2 = params(output_padding, 0);
   std::optional<c10::SymIntArrayRef> sym_bias_sizes;
   std::vector<c10::SymInt> bias_storage;
   if (bias_sizes) {
     for (int64_t s : *bias_sizes) bias_storage.emplace_back(s);
     sym_bias_sizes = c10::SymIntArrayRef(bias_storage);
   }
-  const auto backend = at::native::select_conv_backend(
-      in, w, b, c10::fromIntArrayRefSlow(stride), c10::fromIntArrayRefSlow(padding), c10::fromIntArrayRefSlow(dilation),
-      transposed, c10::fromIntArrayRefSlow(output_padding), c10::SymInt(groups), sym_bias_sizes);
-  if (input.dim() == 3) {  // 1-d: the backends run it as 2-d on an unsqueezed contiguous input
-    return {at::native::_determine_backend_memory_format(on_device(input, device, true, true),
-                                                         on_device(weight, device, true), backend)};
-  }
-  return {at::native::_determine_backend_memory_format(in, w, backend)};
+  const auto backend = at::native::select_conv_backend(in, w, b, stride2, padding2, dilation2, transposed,
+                                                       output_padding2, c10::SymInt(groups), sym_bias_sizes);
+  const bool onednn = backend == at::native::ConvBackend::Mkldnn || backend == at::native::ConvBackend::MkldnnTranspose;
+  return {at::native::_determine_backend_memory_format(in, w, backend), false, onednn};
 }
 
 // An empty tensor of `sizes` in `format` (a 3-d tensor in channels_last: as the 2-d one squeezed).
@@ -159,7 +168,15 @@ std::tuple<Tensor, Tensor, Tensor> convolution_backward_meta(
     if (output_mask[1]) grad_weight = at::empty_like(weight);
   } else {
     if (output_mask[0]) grad_input = empty_in_format(input.sizes(), input.options(), layout.format);
-    if (output_mask[1]) grad_weight = empty_in_format(weight.sizes(), weight.options(), layout.format);
+    if (output_mask[1]) {
+      grad_weight = empty_in_format(weight.sizes(), weight.options(), layout.format);
+    } else if (layout.onednn && output_mask[2]) {
+      // Unasked, oneDNN's weight gradient is returned anyway, as the backend made it: a 1-d
+      // convolution's still unsqueezed to 2-d.
+      std::vector<int64_t> sizes = weight.sizes().vec();
+      if (weight.dim() == 3) sizes.insert(sizes.begin() + 2, 1);
+      grad_weight = at::empty(sizes, weight.options().memory_format(layout.format));
+    }
   }
   if (output_mask[2]) {
     const int64_t channels = transposed ? weight.size(1) * groups : weight.size(0);

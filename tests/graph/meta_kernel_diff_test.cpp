@@ -520,7 +520,9 @@ std::map<std::string, std::function<Samples()>> sample_table() {
       for (bool input_cl : {false, true})
         for (bool weight_cl : {false, true})
           for (at::ScalarType dtype : {at::kFloat, at::kDouble})
-            for (auto mask : kMasks) {
+            for (auto mask : {std::array<bool, 3>{true, true, true}, std::array<bool, 3>{true, false, false},
+                              std::array<bool, 3>{false, true, true}, std::array<bool, 3>{false, false, true},
+                              std::array<bool, 3>{false, true, false}}) {
               auto [x, w] = conv_tensors(c, input_cl, weight_cl, dtype);
               Tensor out = at::convolution(x, w, std::nullopt, c.stride, c.padding, c.dilation, c.transposed,
                                            c.output_padding, c.groups);
@@ -715,10 +717,10 @@ TEST(MetaKernelDiffTest, MetaEqualsCpuKernel) {
     for (const Sample& sample : samples) {
       ++compared;
       for (const std::string& diff : compare(*op, sample)) {
-        if (++failures <= 40) ADD_FAILURE() << name << " [" << sample.label << "]: " << diff;
+        if (++failures <= 400) ADD_FAILURE() << name << " [" << sample.label << "]: " << diff;
       }
     }
-    if (failures > 40) ADD_FAILURE() << name << ": " << failures - 40 << " more differences";
+    if (failures > 400) ADD_FAILURE() << name << ": " << failures - 400 << " more differences";
   }
   std::cout << "compared " << compared << " samples of " << sample_table().size() << " ops\n";
 }
