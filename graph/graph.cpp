@@ -126,9 +126,10 @@ void Graph::copy_from(const Graph& other) {
 
 Value* Graph::new_value(std::string name, ValueType type, std::optional<TensorMeta> meta) {
   if (name.empty()) name = fresh_name("v");
-  if (names_.count(name)) throw GraphError(fmt::format("graph '{}': duplicate value name %{}", name_, name));
-  auto* value = new Value(this, name, type, std::move(meta));
-  names_.emplace(std::move(name), value);
+  auto [slot, inserted] = names_.try_emplace(std::move(name), nullptr);
+  if (!inserted) throw GraphError(fmt::format("graph '{}': duplicate value name %{}", name_, slot->first));
+  auto* value = new Value(this, slot->first, type, std::move(meta));
+  slot->second = value;
   return value;
 }
 
@@ -260,6 +261,27 @@ void Graph::erase_node(Node* node) {
   for (Value* out : node->outputs()) names_.erase(out->name());
   nodes_raw_.erase(nodes_raw_.begin() + static_cast<std::ptrdiff_t>(pos));
   nodes_.erase(nodes_.begin() + static_cast<std::ptrdiff_t>(pos));
+}
+
+void Graph::erase_nodes(std::span<Node* const> doomed) {
+  if (doomed.empty()) return;
+  std::unordered_set<const Node*> set(doomed.begin(), doomed.end());
+  for (const Node* node : doomed)
+    if (node->graph() != this) throw GraphError(fmt::format("graph '{}': node is not in this graph", name_));
+  auto defined_by_doomed = [&](const Value* v) { return v->producer() && set.count(v->producer()); };
+  for (const Node* n : nodes_raw_) {
+    if (set.count(n)) continue;
+    for (const Value* v : n->inputs())
+      if (defined_by_doomed(v))
+        throw GraphError(fmt::format("graph '{}': cannot erase the node defining %{}: the value is still used", name_, v->name()));
+  }
+  for (const Value* v : outputs_)
+    if (defined_by_doomed(v))
+      throw GraphError(fmt::format("graph '{}': cannot erase the node defining %{}: the value is still used", name_, v->name()));
+  for (const Node* node : doomed)
+    for (const Value* out : node->outputs()) names_.erase(out->name());
+  std::erase_if(nodes_raw_, [&](const Node* n) { return set.count(n) > 0; });
+  std::erase_if(nodes_, [&](const std::unique_ptr<Node>& n) { return set.count(n.get()) > 0; });
 }
 
 void Graph::move_node(Node* node, Node* before) {

@@ -21,6 +21,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <unordered_set>
 #include <variant>
 #include <vector>
@@ -219,6 +220,9 @@ class Graph {
   std::span<Node* const> nodes() const { return {nodes_raw_.data(), nodes_raw_.size()}; }
   // Removes a node; its outputs must be unused (checked).
   void erase_node(Node* node);
+  // Removes several nodes at once (one pass, whatever their number): no remaining node and no
+  // graph output may read what they define (checked).
+  void erase_nodes(std::span<Node* const> nodes);
   // Moves an existing node before `before` (null: to the end).
   void move_node(Node* node, Node* before);
   std::size_t index_of(const Node* node) const;
@@ -253,8 +257,13 @@ class Graph {
   std::vector<Node*> nodes_raw_;
   std::vector<Value*> outputs_;
   std::map<std::string, at::Tensor> tensor_constants_;
-  std::map<std::string, Value*, std::less<>> names_;
-  std::map<std::string, std::size_t, std::less<>> name_counters_;
+  // Hashed, with lookups by string_view: names are created and checked for every traced op.
+  struct NameHash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+  };
+  std::unordered_map<std::string, Value*, NameHash, std::equal_to<>> names_;
+  std::unordered_map<std::string, std::size_t, NameHash, std::equal_to<>> name_counters_;
 };
 
 std::ostream& operator<<(std::ostream& os, const Graph& graph);

@@ -22,8 +22,7 @@ std::size_t eliminate_dead_code(Graph& graph) {
     }
     for (Value* v : node->inputs()) live.insert(v);
   }
-  // `dead` is in reverse order, so users go before the values they read.
-  for (Node* node : dead) graph.erase_node(node);
+  graph.erase_nodes(dead);
   return dead.size();
 }
 

@@ -189,6 +189,34 @@ bool is_data_dependent(std::string_view name) {
   return ops.count(name) > 0;
 }
 
+// What the fallback asks the dispatcher about an op, answered once per op and thread: these
+// lookups (a hashed name, tags, kernel tables) would otherwise cost every traced call.
+struct OpTraits {
+  bool data_dependent = false;      // refused in fake mode
+  bool composite_implicit = false;  // has a CompositeImplicitAutograd kernel
+  bool meta_or_composite = false;   // a Meta or CompositeExplicitAutograd(NonFunctional) kernel
+  bool cpu_kernel = false;
+  bool cpu_or_composite_explicit = false;  // the CPU fallback can run it
+};
+
+const OpTraits& traits_of(const c10::OperatorHandle& op) {
+  thread_local std::unordered_map<const c10::FunctionSchema*, OpTraits> cache;
+  const c10::FunctionSchema* key = &op.schema();
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  OpTraits t;
+  t.data_dependent = is_data_dependent(op.operator_name().name) || op.hasTag(at::Tag::data_dependent_output) ||
+                     op.hasTag(at::Tag::dynamic_output_shape);
+  t.composite_implicit = op.hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd);
+  t.meta_or_composite = op.hasKernelForDispatchKey(c10::DispatchKey::Meta) ||
+                        op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) ||
+                        op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional);
+  t.cpu_kernel = op.hasKernelForDispatchKey(c10::DispatchKey::CPU);
+  t.cpu_or_composite_explicit = t.cpu_kernel || op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) ||
+                                op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional);
+  return cache.emplace(key, t).first->second;
+}
+
 // Replaces each tensor of a stack entry (a Tensor, a Tensor[], or, when `optional_list` says the
 // schema type is Tensor?[], a list of optional tensors) by f(tensor).
 template <class F>
@@ -390,27 +418,25 @@ void trace_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*ks*/, t
       return;
     }
   }
-  if (op.hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd)) {
+  const OpTraits& traits = traits_of(op);
+  if (traits.composite_implicit) {
     op.callBoxedForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd, *stack);
     return;
   }
 
   const bool fake = st->fake();
-  if (fake && (is_data_dependent(schema.operator_name().name) || op.hasTag(at::Tag::data_dependent_output) ||
-               op.hasTag(at::Tag::dynamic_output_shape)))
+  if (fake && traits.data_dependent)
     fail(qualified_name(op),
          "its output (value or shape) depends on tensor data, which fake tracing does not have; "
          "trace in TraceMode::Real or avoid the op");
 
   OpCall call(op, schema, st, owner);
   DeviceInference devices(schema.operator_name().name);
-  if (fake && !op.hasKernelForDispatchKey(c10::DispatchKey::Meta) &&
-      !op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) &&
-      !op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional)) {
+  if (fake && !traits.meta_or_composite) {
     if (!st->options.allow_cpu_fallback)
       fail(qualified_name(op), "has no Meta kernel, so fake tracing cannot compute its output metadata "
                                "(TraceOptions::allow_cpu_fallback is off)");
-    if (!op.hasKernelForDispatchKey(c10::DispatchKey::CPU))
+    if (!traits.cpu_kernel)
       fail(qualified_name(op), "has neither a Meta nor a CPU kernel; fake tracing cannot run it");
     call.cpu_fallback = true;
   }
@@ -512,9 +538,7 @@ void trace_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*ks*/, t
       if (!fake || !detail::run_device_choice_kernel(op, *stack, first, devices.result())) op.callBoxed(stack);
     } catch (const std::exception& e) {
       meta_error = error_text(e);
-      if (saved_args.empty() || (!op.hasKernelForDispatchKey(c10::DispatchKey::CPU) &&
-                                     !op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) &&
-                                     !op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional)))
+      if (saved_args.empty() || !traits.cpu_or_composite_explicit)
         fail(qualified_name(op), std::string(fake ? "failed on fake (meta) tensors" : "failed on real tensors") +
                                      (fake && !st->options.allow_cpu_fallback
                                           ? " (TraceOptions::allow_cpu_fallback is off, so its CPU kernel was not tried): "

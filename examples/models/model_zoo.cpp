@@ -128,6 +128,71 @@ ZooModel mobilenet_v2_block(int64_t batch, c10::Device device) {
   return {"mobilenet_v2_block", fn, in.take()};
 }
 
+ZooModel mobilenet_v3_block(int64_t batch, c10::Device device) {
+  InputList in(device);
+  const std::size_t x = in.activation({batch, 40, 28, 28});
+  const std::size_t expand = in.param({120, 40, 1, 1});
+  BatchNormInputs bn1(in, 120);
+  const std::size_t depthwise = in.param({120, 1, 5, 5});
+  BatchNormInputs bn2(in, 120);
+  const std::size_t se1_w = in.param({32, 120, 1, 1}), se1_b = in.param({32});
+  const std::size_t se2_w = in.param({120, 32, 1, 1}), se2_b = in.param({120});
+  const std::size_t project = in.param({40, 120, 1, 1});
+  BatchNormInputs bn3(in, 40);
+  auto fn = [=](const TensorList& a) -> TensorList {
+    Tensor h = at::hardswish(bn1(a, at::conv2d(a[x], a[expand])));
+    h = at::hardswish(bn2(a, at::conv2d(h, a[depthwise], {}, 1, 2, 1, /*groups=*/120)));
+    Tensor se = at::adaptive_avg_pool2d(h, {1, 1});
+    se = at::hardsigmoid(at::conv2d(at::relu(at::conv2d(se, a[se1_w], a[se1_b])), a[se2_w], a[se2_b]));
+    return {a[x] + bn3(a, at::conv2d(h * se, a[project]))};
+  };
+  return {"mobilenet_v3_block", fn, in.take()};
+}
+
+ZooModel segmentation_head(int64_t batch, c10::Device device) {
+  constexpr int64_t classes = 21;
+  InputList in(device);
+  const std::size_t x = in.activation({batch, 256, 28, 28});
+  const std::size_t target = in.buffer({batch, 112, 112}, c10::kLong);
+  const std::size_t w = in.param({128, 256, 3, 3});
+  BatchNormInputs bn(in, 128);
+  const std::size_t context_w = in.param({128, 128, 1, 1});
+  const std::size_t classifier_w = in.param({classes, 128, 1, 1}), classifier_b = in.param({classes});
+  auto fn = [=](const TensorList& a) -> TensorList {
+    Tensor h = at::relu(bn(a, at::conv2d(at::reflection_pad2d(a[x], {1, 1, 1, 1}), a[w])));
+    Tensor context = at::conv2d(at::adaptive_avg_pool2d(h, {4, 4}), a[context_w]);
+    h = h + at::upsample_bilinear2d(context, {28, 28}, /*align_corners=*/false);
+    Tensor logits = at::upsample_bilinear2d(at::conv2d(h, a[classifier_w], a[classifier_b]), {112, 112}, false);
+    return {at::cross_entropy_loss(logits, a[target])};
+  };
+  return {"segmentation_head", fn, in.take()};
+}
+
+ZooModel swin_block(int64_t batch, c10::Device device) {
+  constexpr int64_t side = 56, window = 7, width = 96, heads = 3, shift = 3;
+  constexpr int64_t windows = (side / window) * (side / window), tokens = window * window;
+  InputList in(device);
+  const std::size_t x = in.activation({batch, side, side, width});
+  LayerNormInputs ln1(in, width);
+  LinearInputs qkv(in, width, 3 * width), proj(in, width, width);
+  LayerNormInputs ln2(in, width);
+  LinearInputs fc1(in, width, 4 * width), fc2(in, 4 * width, width);
+  auto fn = [=](const TensorList& a) -> TensorList {
+    const int64_t b = a[x].size(0);
+    Tensor h = at::roll(ln1(a, a[x]), {-shift, -shift}, {1, 2});
+    // [B, H, W, C] -> [B * windows, tokens, C]
+    h = h.view({b, side / window, window, side / window, window, width}).permute({0, 1, 3, 2, 4, 5})
+            .reshape({b * windows, tokens, width});
+    auto parts = qkv(a, h).view({b * windows, tokens, 3, heads, width / heads}).permute({2, 0, 3, 1, 4}).unbind(0);
+    Tensor attn = proj(a, merge_heads(at::scaled_dot_product_attention(parts[0], parts[1], parts[2])));
+    attn = attn.view({b, side / window, side / window, window, window, width}).permute({0, 1, 3, 2, 4, 5})
+               .reshape({b, side, side, width});
+    Tensor y = a[x] + at::roll(attn, {shift, shift}, {1, 2});
+    return {y + fc2(a, at::gelu(fc1(a, ln2(a, y))))};
+  };
+  return {"swin_block", fn, in.take()};
+}
+
 ZooModel unet_up_block(int64_t batch, c10::Device device) {
   InputList in(device);
   const std::size_t x = in.activation({batch, 128, 28, 28});
@@ -325,9 +390,10 @@ ZooModel adam_foreach_step(int64_t /*batch*/, c10::Device device) {
 }
 
 std::vector<ZooModel> all_models(int64_t batch, c10::Device device) {
-  return {resnet50_bottleneck(batch, device),   resnet_stem_and_head(batch, device), mobilenet_v2_block(batch, device),
+  return {resnet50_bottleneck(batch, device),   resnet_stem_and_head(batch, device),  mobilenet_v2_block(batch, device),
+          mobilenet_v3_block(batch, device),    segmentation_head(batch, device),     swin_block(batch, device),
           unet_up_block(batch, device),         vit_b16_encoder_layer(batch, device), bert_layer(batch, device),
-          gpt2_block_with_loss(batch, device),  llama_block(batch, device),          lstm_regressor(batch, device),
+          gpt2_block_with_loss(batch, device),  llama_block(batch, device),           lstm_regressor(batch, device),
           adam_foreach_step(batch, device)};
 }
 

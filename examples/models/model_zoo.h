@@ -31,6 +31,14 @@ ZooModel resnet50_bottleneck(int64_t batch, c10::Device device = c10::kCPU);
 ZooModel resnet_stem_and_head(int64_t batch, c10::Device device = c10::kCPU);
 // MobileNetV2 inverted residual (expand x6, depthwise 3x3, ReLU6, project), channels_last input.
 ZooModel mobilenet_v2_block(int64_t batch, c10::Device device = c10::kCPU);
+// MobileNetV3 block: expand, hardswish, depthwise 5x5, squeeze-excitation (hardsigmoid), project.
+ZooModel mobilenet_v3_block(int64_t batch, c10::Device device = c10::kCPU);
+// Segmentation head (DeepLab-like): reflection padding, conv-BN-ReLU, a pooled context branch
+// (adaptive average pooling to 4x4, upsampled back), class logits upsampled x4, per-pixel cross
+// entropy (nll_loss2d).
+ZooModel segmentation_head(int64_t batch, c10::Device device = c10::kCPU);
+// Swin transformer block: shifted windows (roll), window attention, MLP, channels-last tokens.
+ZooModel swin_block(int64_t batch, c10::Device device = c10::kCPU);
 // U-Net up block: transposed conv x2, concat with the skip, two conv-BN-ReLU; then the next
 // down step (max pool with indices) and a bilinear upsample of the result.
 ZooModel unet_up_block(int64_t batch, c10::Device device = c10::kCPU);

@@ -1,8 +1,5 @@
 #pragma once
-// What the Meta kernel files of graph/meta/ share: registration that records the op names, and
-// TensorIterator outputs (a kernel built on TensorIterator gets its output layout from it, so the
-// Meta kernel builds the same iterator and skips the computation).
-#include <ATen/TensorIterator.h>
+// What the Meta kernel files of graph/meta/ share: registration that records the op names.
 #include <ATen/core/Tensor.h>
 #include <torch/library.h>
 
@@ -36,9 +33,7 @@ void register_indexing_meta(MetaRegistrar& m);
 void register_reduction_meta(MetaRegistrar& m);
 void register_attention_meta(MetaRegistrar& m);
 void register_rnn_meta(MetaRegistrar& m);
-
-// The output of a TensorIterator with one undefined output and `inputs` as const inputs, as the
-// CPU kernels configure it (common dtype unless `dtype` is given).
-at::Tensor iterator_output(std::initializer_list<at::Tensor> inputs, std::optional<at::ScalarType> dtype = {});
+void register_pooling_meta(MetaRegistrar& m);
+void register_loss_meta(MetaRegistrar& m);
 
 }  // namespace aotpipe::detail

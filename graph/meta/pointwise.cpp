@@ -5,6 +5,7 @@
 #include <aotpipe/graph/internal/meta_support.h>
 
 #include <ATen/ATen.h>
+#include <ATen/TensorIterator.h>
 #include <ATen/WrapDimUtilsMulti.h>
 #include <ATen/core/Reduction.h>
 
@@ -39,10 +40,15 @@ Tensor& hardtanh__meta(Tensor& self, const Scalar& min, const Scalar& max) {
   return self.clamp_(min, max);
 }
 
-Tensor hardtanh_backward_meta(const Tensor& grad_output, const Tensor& self, const Scalar&, const Scalar&) {
+// An activation backward over (grad_output, self) through a binary TensorIterator.
+Tensor hardtanh_backward_meta_binary(const Tensor& grad_output, const Tensor& self) {
   Tensor result;
   auto iter = at::TensorIterator::borrowing_binary_op(result, grad_output, self);
   return iter.output();
+}
+
+Tensor hardtanh_backward_meta(const Tensor& grad_output, const Tensor& self, const Scalar&, const Scalar&) {
+  return hardtanh_backward_meta_binary(grad_output, self);
 }
 
 Tensor& where_out_meta(const Tensor& condition, const Tensor& self, const Tensor& other, Tensor& out) {
@@ -132,9 +138,53 @@ Tensor native_dropout_backward_meta(const Tensor& grad_output, const Tensor& mas
   return grad_output.mul(mask).mul_(scale);  // what the CPU kernel computes (it accepts any mask dtype)
 }
 
+// isnan is self != self in every backend.
+Tensor isnan_meta(const Tensor& self) { return at::ne(self, self); }
+
+Tensor& logical_binary_out_meta(const Tensor& self, const Tensor& other, Tensor& out) {
+  at::TensorIterator::comparison_op(out, self, other);
+  return out;
+}
+
+Tensor& logical_not_out_meta(const Tensor& self, Tensor& out) {
+  at::TensorIteratorConfig().check_all_same_dtype(false).add_output(out).add_const_input(self).build();
+  return out;
+}
+
+// rsub(self, other) is sub(other, self).
+Tensor rsub_meta(const Tensor& self, const Tensor& other, const Scalar& alpha) { return at::sub(other, self, alpha); }
+
+Tensor floor_divide_meta(const Tensor& self, const Tensor& other) {
+  Tensor result;
+  auto iter = at::TensorIterator::binary_op(result, self, other);
+  return iter.output();
+}
+
+Tensor logit_meta(const Tensor& self, std::optional<double>) {
+  Tensor result;
+  auto iter = at::TensorIterator::unary_float_op(result, self);
+  return iter.output();
+}
+
+Tensor hardswish_meta(const Tensor& self) {
+  Tensor result;
+  auto iter = at::TensorIterator::unary_op(result, self);
+  return iter.output();
+}
+
 }  // namespace
 
 void register_pointwise_meta(MetaRegistrar& m) {
+  m.impl("isnan", TORCH_FN(isnan_meta));
+  m.impl("logical_and.out", TORCH_FN(logical_binary_out_meta));
+  m.impl("logical_or.out", TORCH_FN(logical_binary_out_meta));
+  m.impl("logical_xor.out", TORCH_FN(logical_binary_out_meta));
+  m.impl("logical_not.out", TORCH_FN(logical_not_out_meta));
+  m.impl("rsub.Tensor", TORCH_FN(rsub_meta));
+  m.impl("floor_divide", TORCH_FN(floor_divide_meta));
+  m.impl("logit", TORCH_FN(logit_meta));
+  m.impl("hardswish", TORCH_FN(hardswish_meta));
+  m.impl("hardswish_backward", TORCH_FN(hardtanh_backward_meta_binary));
   m.impl("relu", TORCH_FN(relu_meta));
   m.impl("relu_", TORCH_FN(relu__meta));
   m.impl("hardtanh", TORCH_FN(hardtanh_meta));

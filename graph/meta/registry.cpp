@@ -24,6 +24,8 @@ TORCH_LIBRARY_IMPL(aten, Meta, library) {
   register_reduction_meta(m);
   register_attention_meta(m);
   register_rnn_meta(m);
+  register_pooling_meta(m);
+  register_loss_meta(m);
 }
 
 }  // namespace
@@ -38,17 +40,5 @@ c10::Device meta_device_hint() { return tls_device_hint; }
 
 MetaDeviceHintScope::MetaDeviceHintScope(c10::Device device) : previous_(tls_device_hint) { tls_device_hint = device; }
 MetaDeviceHintScope::~MetaDeviceHintScope() { tls_device_hint = previous_; }
-
-at::Tensor iterator_output(std::initializer_list<at::Tensor> inputs, std::optional<at::ScalarType> dtype) {
-  at::TensorIteratorConfig config;
-  config.set_check_mem_overlap(false).add_owned_output(at::Tensor());
-  for (const at::Tensor& t : inputs) config.add_const_input(t);
-  if (dtype) {
-    config.check_all_same_dtype(false).declare_static_dtype(*dtype);
-  } else {
-    config.promote_inputs_to_common_dtype(true).cast_common_dtype_to_outputs(true);
-  }
-  return config.build().output(0);
-}
 
 }  // namespace aotpipe::detail

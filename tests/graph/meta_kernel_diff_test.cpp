@@ -683,6 +683,180 @@ std::map<std::string, std::function<Samples()>> sample_table() {
                        scale ? IValue(*scale) : IValue()}});
     });
   };
+  // Second batch: masks and comparisons, activations, reductions, pooling, padding, losses.
+  t["aten::isnan"] = [] {
+    Samples s = unary_samples([](const Tensor& x) { return std::vector<IValue>{x}; });
+    s.push_back({"int64", {at::randint(0, 5, {4, 5})}});
+    return s;
+  };
+  for (const char* op : {"aten::logical_and.out", "aten::logical_or.out", "aten::logical_xor.out"})
+    t[op] = [] {
+      Samples s = binary_broadcast_samples([](const Tensor& a, const Tensor& b) {
+        return std::vector<IValue>{a, b, at::empty({0}, at::kBool)};
+      });
+      s.push_back({"float out", {randn({4, 5}), randn({4, 5}), at::empty({0})}});
+      s.push_back({"presized channels_last out", {randn({2, 3, 4, 5}), randn({2, 3, 4, 5}),
+                                                  at::empty({2, 3, 4, 5}, at::kBool).contiguous(at::MemoryFormat::ChannelsLast)}});
+      return s;
+    };
+  t["aten::logical_not.out"] = [] {
+    Samples s = unary_samples([](const Tensor& x) { return std::vector<IValue>{x, at::empty({0}, at::kBool)}; });
+    s.push_back({"int64 out", {randn({4, 5}), at::empty({0}, at::kLong)}});
+    return s;
+  };
+  t["aten::rsub.Tensor"] = [] {
+    return binary_broadcast_samples([](const Tensor& a, const Tensor& b) { return std::vector<IValue>{a, b, at::Scalar(2)}; });
+  };
+  t["aten::floor_divide"] = [] {
+    Samples s = binary_broadcast_samples([](const Tensor& a, const Tensor& b) { return std::vector<IValue>{a, b + 3}; });
+    s.push_back({"int64", {at::randint(0, 9, {4, 5}), at::randint(1, 3, {5})}});
+    return s;
+  };
+  t["aten::logit"] = [] {
+    Samples s = unary_samples([](const Tensor& x) { return std::vector<IValue>{x, IValue()}; });
+    s.push_back({"eps", {at::rand({4, 5}), 1e-6}});
+    s.push_back({"int64 (promoted)", {at::randint(0, 2, {4, 5}), IValue()}});
+    return s;
+  };
+  t["aten::hardswish"] = [] { return unary_samples([](const Tensor& x) { return std::vector<IValue>{x}; }); };
+  t["aten::hardswish_backward"] = [] {
+    return binary_broadcast_samples([](const Tensor& g, const Tensor& x) { return std::vector<IValue>{g, x}; });
+  };
+  t["aten::prod"] = [] {
+    Samples s = unary_samples([](const Tensor& x) { return std::vector<IValue>{x, IValue()}; });
+    s.push_back({"int32 -> int64", {at::randint(0, 3, {4}, at::kInt), IValue()}});
+    s.push_back({"dtype given", {randn({4}), IValue(at::kDouble)}});
+    return s;
+  };
+  t["aten::nansum"] = [] {
+    Samples s;
+    for_each_tensor({{3, 4, 5}, {6}, {0, 4}}, {at::kFloat, at::kDouble}, [&](const std::string& l, const Tensor& x) {
+      s.push_back({l + " all", {x, IValue(), false, IValue()}});
+      s.push_back({l + " dim -1 keepdim", {x, std::vector<int64_t>{-1}, true, IValue()}});
+    });
+    s.push_back({"int -> int64", {at::randint(0, 3, {4, 2}, at::kInt), IValue(), false, IValue()}});
+    s.push_back({"complex (refused)", {randn({4}, at::kComplexFloat), IValue(), false, IValue()}});
+    return s;
+  };
+  for (const char* op : {"aten::min", "aten::max"})
+    t[op] = [] {
+      Samples s = unary_samples([](const Tensor& x) { return std::vector<IValue>{x}; });
+      s.push_back({"int64", {at::randint(0, 9, {4, 5})}});
+      return s;
+    };
+  t["aten::dot"] = [] {
+    Samples s;
+    for (at::ScalarType d : {at::kFloat, at::kDouble, at::kLong})
+      s.push_back({c10::toString(d), {randn({5}, d), randn({5}, d)}});
+    s.push_back({"strided", {randn({10}).slice(0, 0, 10, 2), randn({5})}});
+    s.push_back({"mixed dtypes (refused)", {randn({5}), randn({5}, at::kDouble)}});
+    s.push_back({"2-d (refused)", {randn({5, 1}), randn({5})}});
+    return s;
+  };
+  t["aten::trace"] = [] {
+    Samples s;
+    for_each_tensor({{4, 5}, {3, 3}, {0, 2}}, {at::kFloat, at::kDouble}, [&](const std::string& l, const Tensor& x) {
+      s.push_back({l, {x}});
+    });
+    s.push_back({"int32 -> int64", {at::randint(0, 3, {3, 3}, at::kInt)}});
+    s.push_back({"3-d (refused)", {randn({2, 2, 2})}});
+    return s;
+  };
+  auto pool_inputs = [](const std::function<void(Samples&, const std::string&, const Tensor&)>& add) {
+    Samples s;
+    for_each_tensor({{2, 3, 7, 9}, {3, 7, 9}}, {at::kFloat, at::kDouble, at::kBFloat16},
+                    [&](const std::string& l, const Tensor& x) { add(s, l, x); });
+    return s;
+  };
+  t["aten::_adaptive_avg_pool2d"] = [pool_inputs] {
+    Samples s = pool_inputs([](Samples& s, const std::string& l, const Tensor& x) {
+      for (auto out : {std::vector<int64_t>{1, 1}, std::vector<int64_t>{3, 4}, std::vector<int64_t>{7, 9}})
+        s.push_back({fmt::format("{} out={}", l, fmt::join(out, "x")), {x, out}});
+    });
+    s.push_back({"2-d (refused)", {randn({7, 9}), std::vector<int64_t>{3, 3}}});
+    return s;
+  };
+  t["aten::_adaptive_avg_pool2d_backward"] = [pool_inputs] {
+    return pool_inputs([](Samples& s, const std::string& l, const Tensor& x) {
+      Tensor out = at::_adaptive_avg_pool2d(x, {3, 4});
+      s.push_back({l, {randn(out.sizes(), x.scalar_type()).contiguous(out.suggest_memory_format()), x}});
+    });
+  };
+  t["aten::reflection_pad2d"] = [pool_inputs] {
+    Samples s = pool_inputs([](Samples& s, const std::string& l, const Tensor& x) {
+      s.push_back({l + " pad 1,2,3,0", {x, std::vector<int64_t>{1, 2, 3, 0}}});
+      s.push_back({l + " pad 0", {x, std::vector<int64_t>{0, 0, 0, 0}}});
+    });
+    s.push_back({"pad too big (refused)", {randn({1, 2, 3, 3}), std::vector<int64_t>{3, 0, 0, 0}}});
+    return s;
+  };
+  t["aten::reflection_pad2d_backward"] = [pool_inputs] {
+    return pool_inputs([](Samples& s, const std::string& l, const Tensor& x) {
+      const std::vector<int64_t> pad{1, 2, 3, 0};
+      Tensor out = at::reflection_pad2d(x, pad);
+      s.push_back({l, {randn(out.sizes(), x.scalar_type()), x, pad}});
+    });
+  };
+  t["aten::roll"] = [] {
+    Samples s;
+    for_each_tensor({{2, 3, 4, 5}, {6, 7}}, kFloatTypes, [&](const std::string& l, const Tensor& x) {
+      s.push_back({l + " dim 1", {x, std::vector<int64_t>{2}, std::vector<int64_t>{1}}});
+      s.push_back({l + " dims 0,-1", {x, std::vector<int64_t>{1, -3}, std::vector<int64_t>{0, -1}}});
+      s.push_back({l + " flattened", {x, std::vector<int64_t>{3}, std::vector<int64_t>{}}});
+    });
+    s.push_back({"misaligned (refused)", {randn({3, 4}), std::vector<int64_t>{1, 2}, std::vector<int64_t>{0}}});
+    return s;
+  };
+  t["aten::binary_cross_entropy"] = [] {
+    Samples s;
+    for_each_tensor({{4, 5}, {2, 3, 4, 5}, {0, 3}}, {at::kFloat, at::kDouble}, [&](const std::string& l, const Tensor& x) {
+      Tensor p = x.sigmoid();
+      for (int64_t reduction : {0, 1, 2})
+        for (bool weight : {false, true})
+          s.push_back({fmt::format("{} reduction={} weight={}", l, reduction, weight),
+                       {p, at::rand(x.sizes()).to(x.scalar_type()), weight ? IValue(at::rand(x.sizes()).to(x.scalar_type())) : IValue(), reduction}});
+    });
+    return s;
+  };
+  t["aten::binary_cross_entropy_backward"] = [] {
+    Samples s;
+    for_each_tensor({{4, 5}, {2, 3, 4, 5}}, {at::kFloat, at::kDouble}, [&](const std::string& l, const Tensor& x) {
+      Tensor p = x.sigmoid();
+      for (int64_t reduction : {0, 1}) {
+        Tensor grad = reduction == 0 ? randn(x.sizes(), x.scalar_type()) : randn({}, x.scalar_type());
+        s.push_back({fmt::format("{} reduction={}", l, reduction), {grad, p, at::rand(x.sizes()).to(x.scalar_type()), IValue(), reduction}});
+      }
+    });
+    return s;
+  };
+  auto nll2d = [](const std::function<void(Samples&, const std::string&, const Tensor&, const Tensor&, const std::optional<Tensor>&, int64_t)>& add) {
+    Samples s;
+    for (bool cl : {false, true})
+      for (at::ScalarType d : {at::kFloat, at::kDouble})
+        for (bool weight : {false, true})
+          for (int64_t reduction : {0, 1, 2}) {
+            Tensor x = randn({2, 4, 3, 5}, d).log_softmax(1);
+            if (cl) x = x.contiguous(at::MemoryFormat::ChannelsLast);
+            add(s, fmt::format("channels_last={} {} weight={} reduction={}", cl, c10::toString(d), weight, reduction), x,
+                at::randint(0, 4, {2, 3, 5}), weight ? std::optional<Tensor>(at::rand({4}).to(d)) : std::nullopt, reduction);
+          }
+    return s;
+  };
+  t["aten::nll_loss2d_forward"] = [nll2d] {
+    Samples s = nll2d([](Samples& s, const std::string& l, const Tensor& x, const Tensor& target, const std::optional<Tensor>& w,
+                         int64_t reduction) {
+      s.push_back({l, {x, target, w ? IValue(*w) : IValue(), reduction, int64_t{-100}}});
+    });
+    s.push_back({"3-d target of the wrong size (refused)", {randn({2, 4, 3, 5}), at::zeros({2, 3, 4}, at::kLong), IValue(), int64_t{1}, int64_t{-100}}});
+    return s;
+  };
+  t["aten::nll_loss2d_backward"] = [nll2d] {
+    return nll2d([](Samples& s, const std::string& l, const Tensor& x, const Tensor& target, const std::optional<Tensor>& w,
+                    int64_t reduction) {
+      auto [out, total] = at::nll_loss2d_forward(x, target, w, reduction, -100);
+      s.push_back({l, {randn(out.sizes(), x.scalar_type()), x, target, w ? IValue(*w) : IValue(), reduction, int64_t{-100}, total}});
+    });
+  };
   return t;
 }
 
