@@ -8,7 +8,9 @@
 #include <aotpipe/graph/internal/meta_support.h>
 #include <aotpipe/graph/tensor_meta.h>
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
 #include <ATen/native/ConvUtils.h>
 
 namespace aotpipe::detail {

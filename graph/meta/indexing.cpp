@@ -3,7 +3,9 @@
 #include <aotpipe/graph/internal/meta_kernels.h>
 #include <aotpipe/graph/internal/meta_support.h>
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
 #include <ATen/WrapDimUtils.h>
 
 namespace aotpipe::detail {

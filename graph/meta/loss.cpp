@@ -2,7 +2,9 @@
 // backward) and the 2-d NLL loss of segmentation models.
 #include <aotpipe/graph/internal/meta_support.h>
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
 #include <ATen/core/Reduction.h>
 
 namespace aotpipe::detail {

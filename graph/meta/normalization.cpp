@@ -4,7 +4,9 @@
 // float parameters: the "mixed type" case).
 #include <aotpipe/graph/internal/meta_support.h>
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
 
 namespace aotpipe::detail {
 namespace {

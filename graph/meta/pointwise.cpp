@@ -4,7 +4,15 @@
 // allocates with it before iterating.
 #include <aotpipe/graph/internal/meta_support.h>
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
+#include <ATen/ops/clamp.h>
+#include <ATen/ops/clamp_min.h>
+#include <ATen/ops/ne.h>
+#include <ATen/ops/ones_like.h>
+#include <ATen/ops/sub.h>
+#include <ATen/ops/result_type.h>
 #include <ATen/TensorIterator.h>
 #include <ATen/WrapDimUtilsMulti.h>
 #include <ATen/core/Reduction.h>
@@ -54,7 +62,7 @@ Tensor hardtanh_backward_meta(const Tensor& grad_output, const Tensor& self, con
 Tensor& where_out_meta(const Tensor& condition, const Tensor& self, const Tensor& other, Tensor& out) {
   TORCH_CHECK(condition.scalar_type() == at::kByte || condition.scalar_type() == at::kBool,
               "where expected condition to be a boolean tensor, but got a tensor with dtype ", condition.scalar_type());
-  const auto result_type = at::native::result_type(self, other);
+  const auto result_type = at::result_type(self, other);
   TORCH_CHECK(out.scalar_type() == result_type, "Expected out type to be ", result_type, " but got ", out.scalar_type());
   const Tensor cond = condition.scalar_type() == at::kByte ? condition.to(at::kBool) : condition;
   const Tensor self_ = self.scalar_type() != result_type ? self.to(result_type) : self;
@@ -70,7 +78,7 @@ Tensor& where_out_meta(const Tensor& condition, const Tensor& self, const Tensor
 }
 
 Tensor where_meta(const Tensor& condition, const Tensor& self, const Tensor& other) {
-  Tensor out = at::empty({0}, self.options().dtype(at::native::result_type(self, other)));
+  Tensor out = at::empty({0}, self.options().dtype(at::result_type(self, other)));
   return where_out_meta(condition, self, other, out);
 }
 

@@ -2,7 +2,9 @@
 // 1x1), reflection padding and roll, as the CPU kernels allocate them.
 #include <aotpipe/graph/internal/meta_support.h>
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
 #include <ATen/WrapDimUtils.h>
 
 namespace aotpipe::detail {

@@ -2,7 +2,9 @@
 // contiguous, in the real dtype of the input (complex -> float) for the variance.
 #include <aotpipe/graph/internal/meta_support.h>
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
 #include <ATen/WrapDimUtilsMulti.h>
 
 namespace aotpipe::detail {

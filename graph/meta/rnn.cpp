@@ -3,7 +3,9 @@
 // the tracer, as PyTorch does: the fused layers' workspace sizes are their libraries' to know.)
 #include <aotpipe/graph/internal/meta_support.h>
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
 
 namespace aotpipe::detail {
 namespace {
