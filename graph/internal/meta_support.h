@@ -35,5 +35,6 @@ void register_attention_meta(MetaRegistrar& m);
 void register_rnn_meta(MetaRegistrar& m);
 void register_pooling_meta(MetaRegistrar& m);
 void register_loss_meta(MetaRegistrar& m);
+void register_optimizer_meta(MetaRegistrar& m);
 
 }  // namespace aotpipe::detail

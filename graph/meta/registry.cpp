@@ -26,6 +26,7 @@ TORCH_LIBRARY_IMPL(aten, Meta, library) {
   register_rnn_meta(m);
   register_pooling_meta(m);
   register_loss_meta(m);
+  register_optimizer_meta(m);
 }
 
 }  // namespace

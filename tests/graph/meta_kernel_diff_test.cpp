@@ -857,6 +857,53 @@ std::map<std::string, std::function<Samples()>> sample_table() {
       s.push_back({l, {randn(out.sizes(), x.scalar_type()), x, target, w ? IValue(*w) : IValue(), reduction, int64_t{-100}, total}});
     });
   };
+  // Fused optimizer steps: in place, no results; the Meta kernel must refuse what the CPU refuses.
+  auto optimizer_lists = [](int n, at::ScalarType dtype) {
+    std::vector<Tensor> out;
+    const std::vector<std::vector<int64_t>> shapes = {{3, 4}, {5}, {2, 2, 2}};
+    for (int i = 0; i < n; ++i) out.push_back(randn(shapes[i % shapes.size()], dtype));
+    return out;
+  };
+  auto adam = [optimizer_lists](bool tensor_lr) {
+    Samples s;
+    for (at::ScalarType d : {at::kFloat, at::kDouble})
+      for (bool amsgrad : {false, true})
+        for (int bad : {0, 1, 2, 3}) {  // 0: valid; 1: a short grads list; 2: max_exp_avg_sqs given iff not
+                                        // amsgrad (both refused); 3: a grad of another dtype
+          std::vector<Tensor> params = optimizer_lists(3, d), grads = optimizer_lists(bad == 1 ? 2 : 3, d);
+          if (bad == 3) grads[1] = grads[1].to(d == at::kFloat ? at::kDouble : at::kFloat);
+          const bool with_max = amsgrad != (bad == 2);
+          std::vector<Tensor> max_sqs = with_max ? optimizer_lists(3, d) : std::vector<Tensor>{};
+          std::vector<Tensor> steps = {at::ones({}), at::ones({}), at::ones({})};
+          std::vector<IValue> args = {params, grads, optimizer_lists(3, d), optimizer_lists(3, d), max_sqs, steps};
+          args.push_back(tensor_lr ? IValue(at::scalar_tensor(0.01)) : IValue(0.01));
+          for (IValue v : {IValue(0.9), IValue(0.999), IValue(0.0), IValue(1e-8), IValue(amsgrad), IValue(false), IValue(), IValue()})
+            args.push_back(v);
+          s.push_back({fmt::format("{} amsgrad={} case={}", c10::toString(d), amsgrad, bad), args});
+        }
+    return s;
+  };
+  t["aten::_fused_adam_"] = [adam] { return adam(false); };
+  t["aten::_fused_adam_.tensor_lr"] = [adam] { return adam(true); };
+  t["aten::_fused_adamw_"] = [adam] { return adam(false); };
+  t["aten::_fused_adamw_.tensor_lr"] = [adam] { return adam(true); };
+  auto sgd = [optimizer_lists](bool tensor_lr) {
+    Samples s;
+    for (at::ScalarType d : {at::kFloat, at::kDouble})
+      for (double momentum : {0.0, 0.9})
+        for (int bad : {0, 1, 2}) {  // 0: valid; 1: a short grads list; 2: buffers given iff no momentum (refused)
+          std::vector<Tensor> params = optimizer_lists(3, d), grads = optimizer_lists(bad == 1 ? 2 : 3, d);
+          const bool with_buffers = (momentum != 0) != (bad == 2);
+          std::vector<Tensor> buffers = with_buffers ? optimizer_lists(3, d) : std::vector<Tensor>{};
+          std::vector<IValue> args = {params, grads, buffers, 0.0, momentum};
+          args.push_back(tensor_lr ? IValue(at::scalar_tensor(0.01)) : IValue(0.01));
+          for (IValue v : {IValue(0.0), IValue(false), IValue(false), IValue(true), IValue(), IValue()}) args.push_back(v);
+          s.push_back({fmt::format("{} momentum={} case={}", c10::toString(d), momentum, bad), args});
+        }
+    return s;
+  };
+  t["aten::_fused_sgd_"] = [sgd] { return sgd(false); };
+  t["aten::_fused_sgd_.tensor_lr"] = [sgd] { return sgd(true); };
   return t;
 }
 
