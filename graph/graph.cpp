@@ -249,35 +249,27 @@ Value* Graph::add_constant_ref(std::string key, TensorMeta meta, std::string val
 
 void Graph::bind_constant(const std::string& key, at::Tensor tensor) { tensor_constants_[key] = std::move(tensor); }
 
-void Graph::erase_node(Node* node) {
-  std::size_t pos = index_of(node);
-  auto uses = compute_uses();
-  for (Value* out : node->outputs()) {
-    auto it = uses.find(out);
-    bool is_output = std::find(outputs_.begin(), outputs_.end(), out) != outputs_.end();
-    if ((it != uses.end() && !it->second.empty()) || is_output)
-      throw GraphError(fmt::format("graph '{}': cannot erase the node defining %{}: the value is still used", name_, out->name()));
-  }
-  for (Value* out : node->outputs()) names_.erase(out->name());
-  nodes_raw_.erase(nodes_raw_.begin() + static_cast<std::ptrdiff_t>(pos));
-  nodes_.erase(nodes_.begin() + static_cast<std::ptrdiff_t>(pos));
-}
+void Graph::erase_node(Node* node) { erase_nodes(std::span<Node* const>(&node, 1)); }
 
 void Graph::erase_nodes(std::span<Node* const> doomed) {
   if (doomed.empty()) return;
-  std::unordered_set<const Node*> set(doomed.begin(), doomed.end());
-  for (const Node* node : doomed)
-    if (node->graph() != this) throw GraphError(fmt::format("graph '{}': node is not in this graph", name_));
+  const std::unordered_set<const Node*> set(doomed.begin(), doomed.end());
+  auto still_used = [&](const Value* v) {
+    return GraphError(fmt::format("graph '{}': cannot erase the node defining %{}: the value is still used", name_, v->name()));
+  };
   auto defined_by_doomed = [&](const Value* v) { return v->producer() && set.count(v->producer()); };
+  std::size_t members = 0;
   for (const Node* n : nodes_raw_) {
-    if (set.count(n)) continue;
+    if (set.count(n)) {
+      ++members;
+      continue;
+    }
     for (const Value* v : n->inputs())
-      if (defined_by_doomed(v))
-        throw GraphError(fmt::format("graph '{}': cannot erase the node defining %{}: the value is still used", name_, v->name()));
+      if (defined_by_doomed(v)) throw still_used(v);
   }
+  if (members != set.size()) throw GraphError(fmt::format("graph '{}': node is not in this graph", name_));
   for (const Value* v : outputs_)
-    if (defined_by_doomed(v))
-      throw GraphError(fmt::format("graph '{}': cannot erase the node defining %{}: the value is still used", name_, v->name()));
+    if (defined_by_doomed(v)) throw still_used(v);
   for (const Node* node : doomed)
     for (const Value* out : node->outputs()) names_.erase(out->name());
   std::erase_if(nodes_raw_, [&](const Node* n) { return set.count(n) > 0; });

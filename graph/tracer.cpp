@@ -9,6 +9,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/FunctionalTensorWrapper.h>
+#include <ATen/ops/lstm_native.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/enum_tag.h>
 #include <c10/core/AutogradState.h>
@@ -194,9 +195,11 @@ bool is_data_dependent(std::string_view name) {
 struct OpTraits {
   bool data_dependent = false;      // refused in fake mode
   bool composite_implicit = false;  // has a CompositeImplicitAutograd kernel
-  bool meta_or_composite = false;   // a Meta or CompositeExplicitAutograd(NonFunctional) kernel
+  bool meta = false;
+  bool composite_explicit = false;  // CompositeExplicitAutograd(NonFunctional)
   bool cpu_kernel = false;
-  bool cpu_or_composite_explicit = false;  // the CPU fallback can run it
+  bool meta_or_composite() const { return meta || composite_explicit; }
+  bool cpu_or_composite_explicit() const { return cpu_kernel || composite_explicit; }  // the CPU fallback can run it
 };
 
 const OpTraits& traits_of(const c10::OperatorHandle& op) {
@@ -208,12 +211,10 @@ const OpTraits& traits_of(const c10::OperatorHandle& op) {
   t.data_dependent = is_data_dependent(op.operator_name().name) || op.hasTag(at::Tag::data_dependent_output) ||
                      op.hasTag(at::Tag::dynamic_output_shape);
   t.composite_implicit = op.hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd);
-  t.meta_or_composite = op.hasKernelForDispatchKey(c10::DispatchKey::Meta) ||
-                        op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) ||
-                        op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional);
+  t.meta = op.hasKernelForDispatchKey(c10::DispatchKey::Meta);
+  t.composite_explicit = op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) ||
+                         op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional);
   t.cpu_kernel = op.hasKernelForDispatchKey(c10::DispatchKey::CPU);
-  t.cpu_or_composite_explicit = t.cpu_kernel || op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) ||
-                                op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional);
   return cache.emplace(key, t).first->second;
 }
 
@@ -432,7 +433,7 @@ void trace_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*ks*/, t
 
   OpCall call(op, schema, st, owner);
   DeviceInference devices(schema.operator_name().name);
-  if (fake && !traits.meta_or_composite) {
+  if (fake && !traits.meta_or_composite()) {
     if (!st->options.allow_cpu_fallback)
       fail(qualified_name(op), "has no Meta kernel, so fake tracing cannot compute its output metadata "
                                "(TraceOptions::allow_cpu_fallback is off)");
@@ -538,7 +539,7 @@ void trace_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*ks*/, t
       if (!fake || !detail::run_device_choice_kernel(op, *stack, first, devices.result())) op.callBoxed(stack);
     } catch (const std::exception& e) {
       meta_error = error_text(e);
-      if (saved_args.empty() || !traits.cpu_or_composite_explicit)
+      if (saved_args.empty() || !traits.cpu_or_composite_explicit())
         fail(qualified_name(op), std::string(fake ? "failed on fake (meta) tensors" : "failed on real tensors") +
                                      (fake && !st->options.allow_cpu_fallback
                                           ? " (TraceOptions::allow_cpu_fallback is off, so its CPU kernel was not tried): "
@@ -743,9 +744,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> traced_lstm(const at::Tensor& inp
   TORCH_CHECK(hx.size() == 2, "lstm expects two hidden states, got ", hx.size());
   const std::size_t group = has_biases ? 4 : 2;
   const int64_t directions = bidirectional ? 2 : 1;
-  if (hx[0].size(2) != hx[1].size(2)) {  // projections: the backend's own path
-    c10::impl::ExcludeDispatchKeyGuard guard(c10::DispatchKey::AutogradPrivateUse1);
-    return at::lstm(input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first);
+  if (hx[0].size(2) != hx[1].size(2)) {
+    // Projections: libtorch's own composite, whose ops still go through autograd (excluding the
+    // autograd key around at::lstm instead would record them without gradients).
+    return at::native::lstm(input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first);
   }
   TORCH_CHECK(params.size() == group * static_cast<std::size_t>(num_layers * directions), "lstm: expected ",
               group * num_layers * directions, " parameters, got ", params.size());

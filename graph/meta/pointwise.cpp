@@ -49,14 +49,14 @@ Tensor& hardtanh__meta(Tensor& self, const Scalar& min, const Scalar& max) {
 }
 
 // An activation backward over (grad_output, self) through a binary TensorIterator.
-Tensor hardtanh_backward_meta_binary(const Tensor& grad_output, const Tensor& self) {
+Tensor activation_backward_meta(const Tensor& grad_output, const Tensor& self) {
   Tensor result;
   auto iter = at::TensorIterator::borrowing_binary_op(result, grad_output, self);
   return iter.output();
 }
 
 Tensor hardtanh_backward_meta(const Tensor& grad_output, const Tensor& self, const Scalar&, const Scalar&) {
-  return hardtanh_backward_meta_binary(grad_output, self);
+  return activation_backward_meta(grad_output, self);
 }
 
 Tensor& where_out_meta(const Tensor& condition, const Tensor& self, const Tensor& other, Tensor& out) {
@@ -192,7 +192,7 @@ void register_pointwise_meta(MetaRegistrar& m) {
   m.impl("floor_divide", TORCH_FN(floor_divide_meta));
   m.impl("logit", TORCH_FN(logit_meta));
   m.impl("hardswish", TORCH_FN(hardswish_meta));
-  m.impl("hardswish_backward", TORCH_FN(hardtanh_backward_meta_binary));
+  m.impl("hardswish_backward", TORCH_FN(activation_backward_meta));
   m.impl("relu", TORCH_FN(relu_meta));
   m.impl("relu_", TORCH_FN(relu__meta));
   m.impl("hardtanh", TORCH_FN(hardtanh_meta));

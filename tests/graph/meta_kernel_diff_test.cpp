@@ -627,7 +627,7 @@ std::map<std::string, std::function<Samples()>> sample_table() {
   t["aten::_embedding_bag_dense_backward"] = [bag_backward] { return bag_backward(true); };
   t["aten::_embedding_bag_backward"] = [bag_backward] { return bag_backward(false); };
   // Reductions.
-  auto variance = [](bool with_mean) {
+  auto variance = [] {
     Samples s;
     for_each_tensor({{3, 4, 5}, {6}, {0, 4}, {}}, {at::kFloat, at::kDouble, at::kComplexFloat},
                     [&](const std::string& l, const Tensor& x) {
@@ -642,13 +642,12 @@ std::map<std::string, std::function<Samples()>> sample_table() {
                                          {x, d ? IValue(*d) : IValue(), IValue(at::Scalar(correction)), keepdim}});
                     });
     s.push_back({"int64 (refused)", {at::randint(0, 5, {4}), IValue(), IValue(), false}});
-    (void)with_mean;
     return s;
   };
-  t["aten::var.correction"] = [variance] { return variance(false); };
-  t["aten::std.correction"] = [variance] { return variance(false); };
-  t["aten::var_mean.correction"] = [variance] { return variance(true); };
-  t["aten::std_mean.correction"] = [variance] { return variance(true); };
+  t["aten::var.correction"] = variance;
+  t["aten::std.correction"] = variance;
+  t["aten::var_mean.correction"] = variance;
+  t["aten::std_mean.correction"] = variance;
   // Attention.
   auto attention = [](const std::function<void(Samples&, const std::string&, const Tensor&, const Tensor&, const Tensor&,
                                               bool, const std::optional<Tensor>&, std::optional<double>)>& add) {

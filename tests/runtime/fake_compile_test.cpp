@@ -145,5 +145,35 @@ TEST(CpuFallbackTest, AllowedFallbackIsCountedPerOpAndTrace) {
   EXPECT_TRUE(at::allclose(out.runtime(args)[0], uses_cdist(args)[0]));
 }
 
+// An LSTM with projections (proj_size) keeps libtorch's own composite instead of the cell-op
+// decomposition; its gradients must still flow.
+TEST(LstmDecompositionTest, ProjectionsKeepTheirGradients) {
+  constexpr int64_t batch = 2, steps = 3, features = 4, hidden = 6, proj = 3;
+  at::manual_seed(0);
+  const TensorList inputs = {at::randn({steps, batch, features}), at::randn({1, batch, proj}),
+                             at::randn({1, batch, hidden}),     at::randn({4 * hidden, features}).requires_grad_(),
+                             at::randn({4 * hidden, proj}).requires_grad_(), at::randn({4 * hidden}).requires_grad_(),
+                             at::randn({4 * hidden}).requires_grad_(),       at::randn({proj, hidden}).requires_grad_()};
+  auto fresh = [&] {
+    TensorList copy;
+    for (const at::Tensor& t : inputs) copy.push_back(t.detach().clone().requires_grad_(t.requires_grad()));
+    return copy;
+  };
+  Function fn = [](const TensorList& a) {
+    auto [out, h, c] = at::lstm(a[0], {a[1], a[2]}, {a[3], a[4], a[5], a[6], a[7]}, /*has_biases=*/true, 1, 0.0,
+                                /*train=*/true, /*bidirectional=*/false, /*batch_first=*/false);
+    return TensorList{(out * out).sum() + h.sum()};
+  };
+  const TensorList eager_inputs = fresh(), compiled_inputs = fresh();
+  fn(eager_inputs)[0].backward();
+  CompileOutput compiled = compile("lstm_projections", fn, compiled_inputs);
+  compiled.runtime(compiled_inputs)[0].backward();
+  for (std::size_t i = 3; i < inputs.size(); ++i) {
+    ASSERT_TRUE(compiled_inputs[i].grad().defined()) << "input " << i;
+    EXPECT_GT(eager_inputs[i].grad().abs().sum().item<double>(), 0) << "input " << i;
+    EXPECT_TRUE(at::allclose(compiled_inputs[i].grad(), eager_inputs[i].grad(), 1e-4, 1e-5)) << "input " << i;
+  }
+}
+
 }  // namespace
 }  // namespace aotpipe
