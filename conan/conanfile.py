@@ -1,5 +1,5 @@
-"""Conan 2 recipe of aotpipe: builds and packages the four libraries (graph, pipeline, stages,
-runtime), one Conan component each. See docs/conan.md.
+"""Conan 2 recipe of aotpipe: builds and packages the five libraries (graph, pipeline, stages,
+runtime, export), one Conan component each. See docs/conan.md.
 
 Dependencies:
   - libtorch always comes from an installed torch wheel, never from Conan: ConanCenter's libtorch
@@ -183,3 +183,4 @@ class AotpipeConan(ConanFile):
         component("stages", ["graph", "pipeline"],
                   ["fmt::fmt", "nlohmann_json::nlohmann_json", "boost::headers"], ["fmt"])
         component("runtime", ["stages", "pipeline", "graph"], ["fmt::fmt", "nlohmann_json::nlohmann_json"], ["fmt"])
+        component("export", ["runtime", "graph"], ["fmt::fmt", "nlohmann_json::nlohmann_json"], ["fmt"])

@@ -159,7 +159,7 @@ ExportGraphSignature CompiledModule::graph_signature(const TensorList& args,
                                                      std::optional<std::size_t> loss_index) const {
   Impl::Call call = impl_->prepare(args);
   auto state = call.function.compiled_state(call.args);
-  return build_graph_signature(*state, {call.lifted.parameter_names, call.lifted.buffer_names}, args.size(),
+  return build_graph_signature(*state, {call.lifted.parameter_names, call.lifted.buffer_names, {}, {}}, args.size(),
                                loss_index);
 }
 

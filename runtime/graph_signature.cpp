@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <set>
 #include <stdexcept>
 
@@ -67,7 +68,8 @@ ExportGraphSignature build_graph_signature(const CompileState& state, const Lift
                                            std::size_t num_user_inputs, std::optional<std::size_t> loss_index) {
   const ViewAndMutationMeta& meta = state.meta;
   const std::size_t num_params = lifted.parameters.size();
-  const std::size_t num_lifted = num_params + lifted.buffers.size();
+  const std::size_t num_buffers_end = num_params + lifted.buffers.size();
+  const std::size_t num_lifted = num_buffers_end + lifted.constants.size();
   const std::size_t num_inputs = num_lifted + num_user_inputs;
   // PyTorch: "We have enough restrictions on the graph (no de-duping, synthetic bases, etc), such
   // that # graph inps = # user inps + # params + # buffers".
@@ -107,10 +109,14 @@ ExportGraphSignature build_graph_signature(const CompileState& state, const Lift
     if (i < num_params) {
       spec.kind = InputKind::Parameter;
       spec.target = lifted.parameters[i];
-    } else if (i < num_lifted) {
+    } else if (i < num_buffers_end) {
       spec.kind = InputKind::Buffer;
       spec.target = lifted.buffers[i - num_params];
-      spec.persistent = true;
+      spec.persistent = std::find(lifted.non_persistent_buffers.begin(), lifted.non_persistent_buffers.end(),
+                                  *spec.target) == lifted.non_persistent_buffers.end();
+    } else if (i < num_lifted) {
+      spec.kind = InputKind::ConstantTensor;
+      spec.target = lifted.constants[i - num_buffers_end];
     }
     sig.input_specs.push_back(std::move(spec));
   }

@@ -90,15 +90,17 @@ struct ExportGraphSignature {
 };
 
 
-// Which leading inputs of a compile are a module's parameters and buffers (their FQNs, in input
-// order): what the compile itself does not know.
+// Which leading inputs of a compile are a module's parameters, buffers and lifted constants
+// (their FQNs, in input order): what the compile itself does not know.
 struct LiftedNames {
   std::vector<std::string> parameters;
   std::vector<std::string> buffers;
+  std::vector<std::string> constants;               // CONSTANT_TENSOR inputs, after the buffers
+  std::vector<std::string> non_persistent_buffers;  // among `buffers`: not in the state_dict
 };
 
 // The signature of a finished compile of a function whose `lifted.parameters.size() +
-// lifted.buffers.size()` leading inputs are those tensors, followed by `num_user_inputs` user
+// lifted.buffers.size() + lifted.constants.size()` leading inputs are those tensors, followed by `num_user_inputs` user
 // inputs. `loss_index` (among the user outputs) marks the LOSS_OUTPUT; it needs a training
 // compile (a joint graph) and a scalar output that requires grad. Input names are the forward
 // graph's inputs (training) or the inference graph's, mutation and user output names its

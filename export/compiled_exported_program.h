@@ -1,0 +1,37 @@
+#pragma once
+// compile_exported_program: a torch.export program compiled ahead of time by aotpipe's pipeline,
+// as PyTorch's ep.run_decompositions() + aot_function would: functionalized, decomposed to core
+// ATen, split into forward and backward when a call needs gradients. See docs/export.md.
+#include <aotpipe/export/exported_program.h>
+#include <aotpipe/runtime/aot_function.h>
+
+#include <memory>
+
+namespace aotpipe {
+
+class CompiledExportedProgram {
+ public:
+  // Returns the user outputs. Parameters are leaves that receive .grad on backward; buffer and
+  // input mutations land in the program's buffers and the inputs, as in eager. A call compiles
+  // on first use of its sizes (each symbolic dimension checked against its range); a training
+  // compile when grad mode is on and a parameter or input requires grad, inference otherwise.
+  TensorList operator()(const TensorList& user_inputs) const;
+
+  const ExportedProgram& program() const;
+  std::size_t num_compiled() const;
+  // The compile serving a call with `user_inputs` (compiling it if needed): its graphs take the
+  // lifted tensors, then the user inputs.
+  std::shared_ptr<const CompileState> compiled_state(const TensorList& user_inputs) const;
+  // The graph signature of that compile, in torch.export's terms (parameters, buffers with
+  // their persistence, constants, user inputs; mutations, user outputs, gradients).
+  ExportGraphSignature graph_signature(const TensorList& user_inputs) const;
+
+ private:
+  friend CompiledExportedProgram compile_exported_program(ExportedProgram program, AotConfig config);
+  struct Impl;
+  std::shared_ptr<const Impl> impl_;
+};
+
+CompiledExportedProgram compile_exported_program(ExportedProgram program, AotConfig config = {});
+
+}  // namespace aotpipe

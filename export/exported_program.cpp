@@ -1,0 +1,427 @@
+#include <aotpipe/export/exported_program.h>
+#include <aotpipe/export/internal/graph_import.h>
+#include <aotpipe/export/internal/pt2_archive.h>
+#include <aotpipe/graph/device_retarget.h>
+#include <aotpipe/graph/interpreter.h>
+
+#include <ATen/core/LegacyTypeDispatch.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <map>
+#include <mutex>
+#include <set>
+
+namespace aotpipe {
+
+using pt2::Json;
+using pt2::SymbolValues;
+
+namespace {
+
+// One specialization of the program: its graph for one set of user input sizes, ready to run.
+struct Specialization {
+  std::shared_ptr<const Graph> graph;
+  Interpreter interpreter;
+};
+
+using SizesKey = std::vector<std::vector<int64_t>>;
+
+}  // namespace
+
+struct ExportedProgram::Impl {
+  std::string name;
+  std::filesystem::path path;
+  std::string dialect;
+  std::string torch_version;
+  Json graph_json;  // graph_module.graph
+  ExportGraphSignature signature;
+  std::vector<SymbolicDim> dims;
+  std::vector<NamedTensor> parameters, buffers, constants;
+  TensorList lifted;  // one per lifted input, in input order
+  std::vector<std::string> user_inputs;  // graph value names
+  std::optional<TensorList> samples;
+  std::optional<c10::Device> device;
+  // Graph output k that is a mutation writes graph input mutation_targets[k]; the others are
+  // the user outputs, in order.
+  std::vector<std::pair<std::size_t, std::size_t>> mutations;  // (output index, input index)
+  std::vector<std::size_t> user_outputs;
+  std::shared_ptr<const Specialization> hinted;  // at the export's sample sizes
+
+  mutable std::mutex mutex;
+  mutable std::map<SizesKey, std::shared_ptr<const Specialization>> specializations;
+
+  std::string where() const { return path.string(); }
+
+  std::shared_ptr<const Specialization> build(const SymbolValues& symbols) const {
+    auto graph = std::make_shared<Graph>(pt2::import_graph(graph_json, name, symbols, where()));
+    if (device) retarget_device(*graph, *device);
+    return std::make_shared<const Specialization>(Specialization{graph, Interpreter(*graph)});
+  }
+
+  // The symbol values the sizes of `user` give, every dimension checked against the export.
+  SymbolValues bind(const TensorList& user) const {
+    if (user.size() != user_inputs.size())
+      throw Pt2Error(fmt::format("{}: the program takes {} user inputs ({}), got {}", where(), user_inputs.size(),
+                                 fmt::join(user_inputs, ", "), user.size()));
+    SymbolValues symbols;
+    std::map<std::string, std::string> bound_at;  // symbol -> "input i ('x') dimension d"
+    const Json& values = graph_json.at("tensor_values");
+    std::vector<std::tuple<std::string, int64_t, std::string>> derived;  // expression, actual size, place
+    for (std::size_t i = 0; i < user.size(); ++i) {
+      const std::string& name = user_inputs[i];
+      if (!user[i].defined()) throw Pt2Error(fmt::format("{}: user input {} ('{}') is undefined", where(), i, name));
+      const Json& sizes = values.at(name).at("sizes");
+      if (static_cast<int64_t>(sizes.size()) != user[i].dim())
+        throw Pt2Error(fmt::format("{}: user input {} ('{}') has {} dimensions; the export has {}", where(), i, name,
+                                   user[i].dim(), sizes.size()));
+      for (std::size_t d = 0; d < sizes.size(); ++d) {
+        const int64_t actual = user[i].size(static_cast<int64_t>(d));
+        const std::string place = fmt::format("user input {} ('{}') dimension {}", i, name, d);
+        const Json& size = sizes[d];
+        if (size.contains("as_int")) {
+          if (size.at("as_int").get<int64_t>() != actual)
+            throw Pt2Error(fmt::format("{}: {} is {}; the export fixed it at {} (export it with a dynamic dimension "
+                                       "to vary it)",
+                                       where(), place, actual, size.at("as_int").get<int64_t>()));
+          continue;
+        }
+        const std::string expr = size.at("as_expr").at("expr_str").get<std::string>();
+        if (auto symbol = pt2::as_bare_symbol(expr)) {
+          auto [it, inserted] = symbols.emplace(*symbol, actual);
+          if (!inserted && it->second != actual)
+            throw Pt2Error(fmt::format("{}: {} is {}, but {} is {}; the export requires them equal (symbol {})",
+                                       where(), place, actual, bound_at[*symbol], it->second, *symbol));
+          bound_at.emplace(*symbol, place);
+        } else {
+          derived.emplace_back(expr, actual, place);
+        }
+      }
+    }
+    for (const SymbolicDim& dim : dims) {
+      auto it = symbols.find(dim.symbol);
+      if (it != symbols.end() && (it->second < dim.min || it->second > dim.max))
+        throw Pt2Error(fmt::format("{}: {} is {}, outside the range [{}, {}] the export allows for it (symbol {})",
+                                   where(), bound_at[dim.symbol], it->second, dim.min, dim.max, dim.symbol));
+    }
+    for (const auto& [expr, actual, place] : derived) {
+      int64_t expected = 0;
+      try {
+        expected = pt2::evaluate_sym_expr(expr, symbols);
+      } catch (const std::exception& e) {
+        throw Pt2Error(fmt::format("{}: {}: {}", where(), place, e.what()));
+      }
+      if (expected != actual)
+        throw Pt2Error(fmt::format("{}: {} is {}; the export requires {} = {} here", where(), place, actual, expr,
+                                   expected));
+    }
+    return symbols;
+  }
+
+  std::shared_ptr<const Specialization> specialization(const TensorList& user) const {
+    SizesKey key;
+    for (const at::Tensor& t : user) key.emplace_back(t.defined() ? t.sizes().vec() : std::vector<int64_t>{});
+    {
+      std::lock_guard lock(mutex);
+      if (auto it = specializations.find(key); it != specializations.end()) return it->second;
+    }
+    auto built = build(bind(user));  // outside the lock: a build may take a while
+    std::lock_guard lock(mutex);
+    return specializations.emplace(std::move(key), std::move(built)).first->second;
+  }
+
+  TensorList run(const Specialization& spec, const TensorList& args) const {
+    TensorList outputs = spec.interpreter.run(args);
+    for (const auto& [output, input] : mutations) {
+      const at::Tensor& target = args[input];
+      if (target.requires_grad()) {
+        target.copy_(outputs[output]);
+        continue;
+      }
+      // A buffer's new value written without bumping its version counter, as batch_norm writes
+      // its running statistics in the training IR: the op that computed the new value (e.g.
+      // _native_batch_norm_legit_functional) saved the old one for a backward that never reads
+      // it, and a bump would make that backward fail (as PyTorch's own ep.module() does).
+      at::AutoDispatchBelowADInplaceOrView below_autograd;
+      target.copy_(outputs[output]);
+    }
+    TensorList result;
+    result.reserve(user_outputs.size());
+    for (std::size_t k : user_outputs) result.push_back(std::move(outputs[k]));
+    return result;
+  }
+};
+
+// ---- loading --------------------------------------------------------------------------------
+
+namespace {
+
+using signature::InputKind;
+using signature::InputSpec;
+using signature::OutputKind;
+using signature::OutputSpec;
+
+std::string tensor_name(const Json& arg, std::string_view where, std::string_view what) {
+  // Parameter/buffer/constant specs hold a bare TensorArgument, user inputs and outputs an Argument.
+  if (arg.contains("name")) return arg.at("name").get<std::string>();
+  if (arg.contains("as_tensor")) return arg.at("as_tensor").at("name").get<std::string>();
+  throw Pt2Error(fmt::format("{}: {} is `{}`: only tensors are supported", where, what, arg.dump()));
+}
+
+ExportGraphSignature read_signature(const Json& json, std::string_view where) {
+  ExportGraphSignature sig;
+  for (const Json& spec : json.at("input_specs")) {
+    const std::string& kind = pt2::union_key(spec);
+    const Json& body = spec.at(kind);
+    InputSpec in;
+    if (kind == "user_input") {
+      in.kind = InputKind::UserInput;
+      in.arg.name = tensor_name(body.at("arg"), where, "a user input");
+    } else if (kind == "parameter") {
+      in.kind = InputKind::Parameter;
+      in.arg.name = tensor_name(body.at("arg"), where, "a parameter");
+      in.target = body.at("parameter_name").get<std::string>();
+    } else if (kind == "buffer") {
+      in.kind = InputKind::Buffer;
+      in.arg.name = tensor_name(body.at("arg"), where, "a buffer");
+      in.target = body.at("buffer_name").get<std::string>();
+      in.persistent = body.value("persistent", true);
+    } else if (kind == "tensor_constant") {
+      in.kind = InputKind::ConstantTensor;
+      in.arg.name = tensor_name(body.at("arg"), where, "a constant");
+      in.target = body.at("tensor_constant_name").get<std::string>();
+    } else if (kind == "custom_obj") {
+      throw Pt2Error(fmt::format("{}: input '{}' is a custom object (TorchBind); custom objects are not supported",
+                                 where, body.value("custom_obj_name", "?")));
+    } else if (kind == "token") {
+      throw Pt2Error(fmt::format("{}: the program takes an effect token (side-effectful custom ops); tokens are not "
+                                 "supported",
+                                 where));
+    } else if (kind == "constant_input") {
+      throw Pt2Error(fmt::format("{}: input '{}' is a constant non-tensor input; only tensor inputs are supported", where,
+                                 body.value("name", "?")));
+    } else {
+      throw Pt2Error(fmt::format("{}: unknown input spec kind '{}'", where, kind));
+    }
+    sig.input_specs.push_back(std::move(in));
+  }
+  for (const Json& spec : json.at("output_specs")) {
+    const std::string& kind = pt2::union_key(spec);
+    const Json& body = spec.at(kind);
+    OutputSpec out;
+    if (kind == "user_output") {
+      out.kind = OutputKind::UserOutput;
+      out.arg.name = tensor_name(body.at("arg"), where, "a user output");
+    } else if (kind == "buffer_mutation") {
+      out.kind = OutputKind::BufferMutation;
+      out.arg.name = tensor_name(body.at("arg"), where, "a buffer mutation");
+      out.target = body.at("buffer_name").get<std::string>();
+    } else if (kind == "parameter_mutation") {
+      out.kind = OutputKind::ParameterMutation;
+      out.arg.name = tensor_name(body.at("arg"), where, "a parameter mutation");
+      out.target = body.at("parameter_name").get<std::string>();
+    } else if (kind == "user_input_mutation") {
+      out.kind = OutputKind::UserInputMutation;
+      out.arg.name = tensor_name(body.at("arg"), where, "a user input mutation");
+      out.target = body.at("user_input_name").get<std::string>();
+    } else if (kind == "token") {
+      throw Pt2Error(fmt::format("{}: the program returns an effect token (side-effectful custom ops); tokens are not "
+                                 "supported",
+                                 where));
+    } else if (kind == "loss_output" || kind == "gradient_to_parameter" || kind == "gradient_to_user_input") {
+      throw Pt2Error(fmt::format("{}: output kind '{}' belongs to a joint forward-backward export; export the forward "
+                                 "only (aotpipe traces the backward itself)",
+                                 where, kind));
+    } else {
+      throw Pt2Error(fmt::format("{}: unknown output spec kind '{}'", where, kind));
+    }
+    sig.output_specs.push_back(std::move(out));
+  }
+  return sig;
+}
+
+std::vector<SymbolicDim> read_range_constraints(const Json& json, std::string_view where) {
+  std::vector<SymbolicDim> dims;
+  if (!json.is_object()) return dims;
+  auto bound = [](const Json& v, int64_t fallback) {
+    return v.is_number_integer() ? v.get<int64_t>() : fallback;  // int_oo is written as a non-integer
+  };
+  for (auto it = json.begin(); it != json.end(); ++it) {
+    if (it.key().starts_with("u"))
+      throw Pt2Error(fmt::format("{}: symbol {} is data-dependent (an unbacked size from a value in a tensor); "
+                                 "data-dependent shapes are not supported",
+                                 where, it.key()));
+    dims.push_back({it.key(), bound(it.value().value("min_val", Json()), 0),
+                    bound(it.value().value("max_val", Json()), std::numeric_limits<int64_t>::max())});
+  }
+  return dims;
+}
+
+// The export's sample sizes: each bare symbol of a user input's size, at its hint.
+SymbolValues hint_symbols(const Json& graph, const std::vector<std::string>& user_inputs) {
+  SymbolValues symbols;
+  for (const std::string& name : user_inputs)
+    for (const Json& size : graph.at("tensor_values").at(name).at("sizes"))
+      if (size.contains("as_expr")) {
+        const Json& expr = size.at("as_expr");
+        auto symbol = pt2::as_bare_symbol(expr.at("expr_str").get<std::string>());
+        if (symbol && expr.contains("hint") && expr.at("hint").is_object() && expr.at("hint").contains("as_int"))
+          symbols.emplace(*symbol, expr.at("hint").at("as_int").get<int64_t>());
+      }
+  return symbols;
+}
+
+at::Tensor to_device(at::Tensor t, const std::optional<c10::Device>& device) {
+  if (!device || t.device() == *device || !device_available(*device)) return t;
+  return t.to(*device).detach();
+}
+
+std::string_view describe(InputKind kind) {
+  switch (kind) {
+    case InputKind::Parameter: return "parameter";
+    case InputKind::Buffer: return "buffer";
+    case InputKind::ConstantTensor: return "constant";
+    default: return "input";
+  }
+}
+
+}  // namespace
+
+std::shared_ptr<ExportedProgram::Impl> ExportedProgram::load(const std::filesystem::path& path,
+                                                             const LoadExportedProgramOptions& options) {
+  auto impl = std::make_shared<ExportedProgram::Impl>();
+  impl->path = path;
+  impl->name = path.stem().string();
+  impl->device = options.device;
+  const std::string where = path.string();
+  pt2::Pt2Archive archive(path);
+  const Json model = archive.model_json();
+  try {
+    const Json& module = model.at("graph_module");
+    impl->graph_json = module.at("graph");
+    impl->torch_version = model.value("torch_version", "");
+    if (model.contains("verifiers") && model.at("verifiers").is_array() && !model.at("verifiers").empty())
+      impl->dialect = model.at("verifiers")[0].get<std::string>();
+    else
+      impl->dialect = model.value("dialect", "");
+    impl->signature = read_signature(module.at("signature"), where);
+    impl->dims = read_range_constraints(model.value("range_constraints", Json::object()), where);
+  } catch (const Json::exception& e) {
+    throw Pt2Error(fmt::format("{}: models/{}.json does not have the torch.export schema: {}", where,
+                               archive.model_name(), e.what()));
+  }
+
+  // Graph inputs and the signature's input specs are one list, in one order.
+  const Json& inputs = impl->graph_json.at("inputs");
+  const auto& specs = impl->signature.input_specs;
+  if (inputs.size() != specs.size())
+    throw Pt2Error(fmt::format("{}: the graph takes {} inputs but the signature describes {}", where, inputs.size(),
+                               specs.size()));
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    const InputSpec& spec = specs[i];
+    if (spec.kind == InputKind::UserInput) {
+      impl->user_inputs.push_back(spec.arg.name);
+      continue;
+    }
+    if (!impl->user_inputs.empty())
+      throw Pt2Error(fmt::format("{}: input {} ('{}') is lifted state after a user input; torch.export puts "
+                                 "parameters, buffers and constants first",
+                                 where, i, spec.arg.name));
+    at::Tensor t = to_device(archive.state_tensor(*spec.target, describe(spec.kind)), options.device);
+    if (spec.kind == InputKind::Parameter) {
+      const bool requires_grad = impl->graph_json.at("tensor_values").at(spec.arg.name).value("requires_grad", true);
+      t.requires_grad_(requires_grad);
+      impl->parameters.push_back({*spec.target, t});
+    } else if (spec.kind == InputKind::Buffer) {
+      impl->buffers.push_back({*spec.target, t});
+    } else {
+      impl->constants.push_back({*spec.target, t});
+    }
+    impl->lifted.push_back(t);
+  }
+
+  // Graph outputs and output specs likewise; mutations name the input they write.
+  const auto& outs = impl->signature.output_specs;
+  if (impl->graph_json.at("outputs").size() != outs.size())
+    throw Pt2Error(fmt::format("{}: the graph returns {} values but the signature describes {}", where,
+                               impl->graph_json.at("outputs").size(), outs.size()));
+  for (std::size_t k = 0; k < outs.size(); ++k) {
+    if (outs[k].kind == OutputKind::UserOutput) {
+      impl->user_outputs.push_back(k);
+      continue;
+    }
+    std::optional<std::size_t> input;
+    for (std::size_t i = 0; i < specs.size() && !input; ++i) {
+      const bool by_fqn = outs[k].kind != OutputKind::UserInputMutation && specs[i].target == outs[k].target &&
+                          (specs[i].kind == InputKind::Buffer || specs[i].kind == InputKind::Parameter);
+      const bool by_name = outs[k].kind == OutputKind::UserInputMutation && specs[i].kind == InputKind::UserInput &&
+                           specs[i].arg.name == *outs[k].target;
+      if (by_fqn || by_name) input = i;
+    }
+    if (!input)
+      throw Pt2Error(fmt::format("{}: output {} ({}) writes '{}', which no input of the program is", where, k,
+                                 to_string(outs[k].kind), *outs[k].target));
+    impl->mutations.emplace_back(k, *input);
+  }
+
+  std::string note;
+  impl->samples = archive.sample_inputs(note);
+  if (impl->samples && impl->samples->size() != impl->user_inputs.size()) impl->samples.reset();
+  if (impl->samples)
+    for (at::Tensor& t : *impl->samples) t = to_device(t, options.device);
+
+  // Importing the graph at the sample sizes checks every node once, at load.
+  impl->hinted = impl->build(hint_symbols(impl->graph_json, impl->user_inputs));
+  return impl;
+}
+
+ExportedProgram load_exported_program(const std::filesystem::path& path, LoadExportedProgramOptions options) {
+  ExportedProgram ep;
+  try {
+    ep.impl_ = ExportedProgram::load(path, options);
+  } catch (const Json::exception& e) {
+    // A field of the wrong type or missing where the schema requires it.
+    throw Pt2Error(fmt::format("{}: the model does not have the torch.export schema: {}", path.string(), e.what()));
+  }
+  return ep;
+}
+
+// ---- accessors and calls --------------------------------------------------------------------
+
+const std::string& ExportedProgram::name() const { return impl_->name; }
+const std::filesystem::path& ExportedProgram::path() const { return impl_->path; }
+const std::string& ExportedProgram::dialect() const { return impl_->dialect; }
+const std::string& ExportedProgram::torch_version() const { return impl_->torch_version; }
+const Graph& ExportedProgram::graph() const { return *impl_->hinted->graph; }
+const ExportGraphSignature& ExportedProgram::signature() const { return impl_->signature; }
+const std::vector<SymbolicDim>& ExportedProgram::symbolic_dims() const { return impl_->dims; }
+const std::vector<NamedTensor>& ExportedProgram::parameters() const { return impl_->parameters; }
+const std::vector<NamedTensor>& ExportedProgram::buffers() const { return impl_->buffers; }
+const std::vector<NamedTensor>& ExportedProgram::constants() const { return impl_->constants; }
+TensorList ExportedProgram::lifted_tensors() const { return impl_->lifted; }
+std::size_t ExportedProgram::num_user_inputs() const { return impl_->user_inputs.size(); }
+const std::optional<TensorList>& ExportedProgram::sample_inputs() const { return impl_->samples; }
+
+std::shared_ptr<const Graph> ExportedProgram::graph_for(const TensorList& user_inputs) const {
+  return impl_->specialization(user_inputs)->graph;
+}
+
+TensorList ExportedProgram::operator()(const TensorList& user_inputs) const {
+  auto spec = impl_->specialization(user_inputs);
+  TensorList args = impl_->lifted;
+  args.insert(args.end(), user_inputs.begin(), user_inputs.end());
+  return impl_->run(*spec, args);
+}
+
+Function ExportedProgram::flat_function() const {
+  return [impl = impl_](const TensorList& args) {
+    const std::size_t lifted = impl->lifted.size();
+    if (args.size() < lifted)
+      throw Pt2Error(fmt::format("{}: the flat program takes {} lifted tensors then the user inputs; got {} arguments",
+                                 impl->where(), lifted, args.size()));
+    auto spec = impl->specialization(TensorList(args.begin() + static_cast<std::ptrdiff_t>(lifted), args.end()));
+    return impl->run(*spec, args);
+  };
+}
+
+}  // namespace aotpipe

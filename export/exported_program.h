@@ -1,0 +1,103 @@
+#pragma once
+// Loading torch.export programs: the `.pt2` archives `torch.export.save` writes. See
+// docs/export.md and docs/pt2-format-2.11.md (the format facts this reader honours).
+//
+// An ExportedProgram is the archive's graph in aotpipe's IR (each node the exact ATen overload
+// the export recorded), its graph signature (InputSpec/OutputSpec kinds, names, FQNs), its state
+// (parameters, buffers, lifted constants) and its sample inputs. It can be run eagerly, and
+// compiled with compile_exported_program (compiled_exported_program.h), with no Python anywhere.
+#include <aotpipe/graph/graph.h>
+#include <aotpipe/runtime/graph_signature.h>
+#include <aotpipe/stages/compile_state.h>
+
+#include <c10/core/Device.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace aotpipe {
+
+// Everything that is wrong with an archive or a call of its program: the message names the
+// file, and where it applies the node, the input or the dimension.
+class Pt2Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// A symbolic dimension of the export (torch.export.Dim): calls may give any size in [min, max].
+struct SymbolicDim {
+  std::string symbol;  // "s77"
+  int64_t min = 0;
+  int64_t max = 0;
+  bool operator==(const SymbolicDim&) const = default;
+};
+
+// A parameter, buffer or lifted constant by its fully qualified name ("layer1.bn1.running_mean").
+struct NamedTensor {
+  std::string name;
+  at::Tensor tensor;
+};
+
+struct LoadExportedProgramOptions {
+  // Where the program runs: its graph's values and device arguments, its state and its sample
+  // inputs move there (like `aotpipe compile --device`). Where this machine lacks the device,
+  // the state stays on the CPU and only compiles from metadata work (the CLI's), not calls.
+  std::optional<c10::Device> device;
+};
+
+class ExportedProgram {
+ public:
+  const std::string& name() const;            // the archive's file stem
+  const std::filesystem::path& path() const;
+  // "TRAINING" (torch.export.export) or "ATEN" (after ep.run_decompositions()).
+  const std::string& dialect() const;
+  const std::string& torch_version() const;   // of the exporting torch
+
+  // The graph, specialized to the export's sample sizes. Inputs: the lifted parameters, buffers
+  // and constants, then the user inputs (the order of signature().input_specs); outputs: the
+  // mutated buffers and inputs, then the user outputs (the order of output_specs).
+  const Graph& graph() const;
+  // The graph specialized to the sizes of `user_inputs` (one per size, kept): checks every
+  // symbolic dimension against its range and every static one against the export, naming the
+  // input and dimension. Throws Pt2Error.
+  std::shared_ptr<const Graph> graph_for(const TensorList& user_inputs) const;
+
+  const ExportGraphSignature& signature() const;
+  const std::vector<SymbolicDim>& symbolic_dims() const;
+
+  const std::vector<NamedTensor>& parameters() const;  // leaves; require grad as exported
+  const std::vector<NamedTensor>& buffers() const;     // persistent and non-persistent
+  const std::vector<NamedTensor>& constants() const;   // lifted tensor constants
+  // One tensor per lifted input of the graph, in graph input order (parameters, buffers,
+  // constants): the leading arguments of flat_function().
+  TensorList lifted_tensors() const;
+  std::size_t num_user_inputs() const;
+  // The archive's sample inputs (flattened args then kwargs), when it has them.
+  const std::optional<TensorList>& sample_inputs() const;
+
+  // Runs the program eagerly on its state: returns the user outputs; buffer and input
+  // mutations land in the buffers and inputs, as the exported module's call does.
+  TensorList operator()(const TensorList& user_inputs) const;
+  // The program as a flat function of [lifted tensors..., user inputs...] returning the user
+  // outputs and writing mutations into its arguments: what a compile traces.
+  Function flat_function() const;
+
+ private:
+  friend ExportedProgram load_exported_program(const std::filesystem::path&, LoadExportedProgramOptions);
+  struct Impl;
+  static std::shared_ptr<Impl> load(const std::filesystem::path& path, const LoadExportedProgramOptions& options);
+  std::shared_ptr<const Impl> impl_;
+};
+
+// Reads a .pt2 archive. Throws Pt2Error naming the file and what is wrong: not a zip archive
+// (or truncated), not a torch.export archive, an archive or schema version this build does not
+// read, an operator not registered in this process, higher-order ops, custom objects, tokens,
+// data-dependent symbols, non-tensor inputs or outputs, a state tensor missing from the archive.
+ExportedProgram load_exported_program(const std::filesystem::path& path, LoadExportedProgramOptions options = {});
+
+}  // namespace aotpipe

@@ -1,0 +1,434 @@
+#include <aotpipe/export/exported_program.h>
+#include <aotpipe/export/internal/graph_import.h>
+
+#include <ATen/ScalarOps.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/core/Scalar.h>
+#include <fmt/format.h>
+
+#include <functional>
+#include <map>
+#include <unordered_map>
+
+namespace aotpipe::pt2 {
+namespace {
+
+constexpr std::string_view kOpsPrefix = "torch.ops.";
+
+// Symbolic-integer arithmetic the export writes as Python operators (on SymInts).
+const std::map<std::string, std::function<int64_t(int64_t, int64_t)>, std::less<>>& sym_int_binary_ops() {
+  static const std::map<std::string, std::function<int64_t(int64_t, int64_t)>, std::less<>> ops = {
+      {"_operator.add", [](int64_t a, int64_t b) { return a + b; }},
+      {"_operator.sub", [](int64_t a, int64_t b) { return a - b; }},
+      {"_operator.mul", [](int64_t a, int64_t b) { return a * b; }},
+      {"_operator.floordiv",
+       [](int64_t a, int64_t b) {
+         if (b == 0) throw SerdeError("integer division by zero");
+         int64_t q = a / b;
+         return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+       }},
+      {"_operator.mod",
+       [](int64_t a, int64_t b) {
+         if (b == 0) throw SerdeError("integer modulo by zero");
+         int64_t r = a % b;
+         return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+       }},
+      {"torch.sym_max", [](int64_t a, int64_t b) { return std::max(a, b); }},
+      {"torch.sym_min", [](int64_t a, int64_t b) { return std::min(a, b); }},
+  };
+  return ops;
+}
+
+const std::map<std::string, std::function<bool(int64_t, int64_t)>, std::less<>>& sym_compare_ops() {
+  static const std::map<std::string, std::function<bool(int64_t, int64_t)>, std::less<>> ops = {
+      {"_operator.eq", std::equal_to<int64_t>()}, {"_operator.ne", std::not_equal_to<int64_t>()},
+      {"_operator.lt", std::less<int64_t>()},     {"_operator.le", std::less_equal<int64_t>()},
+      {"_operator.gt", std::greater<int64_t>()},  {"_operator.ge", std::greater_equal<int64_t>()},
+  };
+  return ops;
+}
+
+c10::TypePtr without_optional(const c10::TypePtr& type) {
+  if (auto opt = type->castRaw<c10::OptionalType>()) return opt->getElementType();
+  return type;
+}
+
+bool is_tensor_type(const c10::TypePtr& type) { return without_optional(type)->kind() == c10::TypeKind::TensorType; }
+
+class GraphImporter {
+ public:
+  GraphImporter(const Json& graph_json, std::string graph_name, const SymbolValues& symbols, std::string_view where)
+      : json_(graph_json), graph_(std::move(graph_name)), symbols_(symbols), where_(where) {}
+
+  Graph run() {
+    const Json& tensor_values = json_.at("tensor_values");
+    for (auto it = tensor_values.begin(); it != tensor_values.end(); ++it) metas_.emplace(it.key(), &it.value());
+    add_inputs();
+    for (const Json& node : json_.at("nodes")) add_node(node);
+    set_outputs();
+    return std::move(graph_);
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& message) const {
+    throw Pt2Error(fmt::format("{}: {}", where_, message));
+  }
+  std::string node_label() const { return fmt::format("node '{}' ({})", node_name_, target_); }
+  [[noreturn]] void fail_node(const std::string& message) const { fail(fmt::format("{}: {}", node_label(), message)); }
+
+  TensorMeta meta_of(const std::string& name) {
+    auto it = metas_.find(name);
+    if (it == metas_.end()) fail(fmt::format("tensor '{}' has no entry in the graph's tensor_values", name));
+    try {
+      return tensor_meta_from_serde(*it->second, symbols_);
+    } catch (const std::exception& e) {
+      fail(fmt::format("tensor '{}': {}", name, e.what()));
+    }
+  }
+
+  Value* value(const std::string& name) {
+    Value* v = graph_.find_value(name);
+    if (!v) fail_node(fmt::format("reads '{}', which no input or earlier node defines", name));
+    return v;
+  }
+
+  void add_inputs() {
+    std::size_t index = 0;
+    for (const Json& input : json_.at("inputs")) {
+      const std::string& kind = union_key(input);
+      if (kind == "as_tensor") {
+        const std::string name = input.at("as_tensor").at("name").get<std::string>();
+        graph_.add_input(name, meta_of(name));
+      } else if (kind == "as_token") {
+        fail(fmt::format("graph input {} is an effect token: programs with side-effectful custom ops are not supported",
+                         index));
+      } else if (kind == "as_custom_obj") {
+        fail(fmt::format("graph input {} is a custom object ({}): TorchBind objects are not supported", index,
+                         input.at("as_custom_obj").value("class_fqn", "?")));
+      } else {
+        fail(fmt::format("graph input {} is a {} (`{}`): only tensor inputs are supported (a number input is "
+                         "specialized by torch.export unless marked dynamic)",
+                         index, kind.substr(3), input.dump()));
+      }
+      ++index;
+    }
+  }
+
+  void set_outputs() {
+    std::vector<Value*> outputs;
+    std::size_t index = 0;
+    for (const Json& output : json_.at("outputs")) {
+      const std::string& kind = union_key(output);
+      if (kind == "as_tensor") {
+        outputs.push_back(value(output.at("as_tensor").at("name").get<std::string>()));
+      } else if (kind == "as_token") {
+        fail(fmt::format("graph output {} is an effect token: programs with side-effectful custom ops are not supported",
+                         index));
+      } else {
+        fail(fmt::format("graph output {} is a {} (`{}`): only tensor outputs are supported", index, kind.substr(3),
+                         output.dump()));
+      }
+      ++index;
+    }
+    graph_.set_outputs(std::move(outputs));
+  }
+
+  // ---- symbolic values --------------------------------------------------------------------
+
+  int64_t sym_int(const Json& arg) {
+    const std::string& kind = union_key(arg);
+    if (kind == "as_int") return arg.at("as_int").get<int64_t>();
+    if (kind == "as_name") {
+      const std::string name = arg.at("as_name").get<std::string>();
+      auto it = sym_ints_.find(name);
+      if (it == sym_ints_.end()) fail_node(fmt::format("reads SymInt '{}', which no earlier node defines", name));
+      return it->second;
+    }
+    fail_node(fmt::format("unknown SymInt argument kind '{}'", kind));
+  }
+  bool sym_bool(const Json& arg) {
+    const std::string& kind = union_key(arg);
+    if (kind == "as_bool") return arg.at("as_bool").get<bool>();
+    if (kind == "as_name") {
+      const std::string name = arg.at("as_name").get<std::string>();
+      auto it = sym_bools_.find(name);
+      if (it == sym_bools_.end()) fail_node(fmt::format("reads SymBool '{}', which no earlier node defines", name));
+      return it->second;
+    }
+    fail_node(fmt::format("unknown SymBool argument kind '{}'", kind));
+  }
+  // An integer operand of a symbolic node: {"as_sym_int": ...} or {"as_int": n}.
+  int64_t int_operand(const Json& arg) {
+    const std::string& kind = union_key(arg);
+    if (kind == "as_int") return arg.at("as_int").get<int64_t>();
+    if (kind == "as_sym_int") return sym_int(arg.at("as_sym_int"));
+    fail_node(fmt::format("expected an integer operand, got {}", kind));
+  }
+  // The name a symbolic node's single output defines.
+  std::string sym_output_name(const Json& node, const char* kind) {
+    const Json& outputs = node.at("outputs");
+    if (outputs.size() != 1 || union_key(outputs[0]) != kind) fail_node(fmt::format("expected one {} output", kind));
+    return outputs[0].at(kind).at("as_name").get<std::string>();
+  }
+
+  // True when `node` is symbolic arithmetic or a check, evaluated here rather than recorded.
+  bool evaluate_symbolic(const Json& node) {
+    const Json& inputs = node.at("inputs");
+    auto arg = [&](std::size_t i) -> const Json& {
+      if (i >= inputs.size()) fail_node(fmt::format("expected at least {} arguments", i + 1));
+      return inputs[i].at("arg");
+    };
+    if (target_ == "torch.ops.aten.sym_size.int" || target_ == "torch.ops.aten.sym_stride.int") {
+      const TensorMeta* meta = value(arg(0).at("as_tensor").at("name").get<std::string>())->meta();
+      if (!meta) fail_node("its tensor has no metadata");
+      const auto& dims = target_ == "torch.ops.aten.sym_size.int" ? meta->sizes : meta->strides;
+      int64_t dim = int_operand(arg(1));
+      if (dim < 0) dim += static_cast<int64_t>(dims.size());
+      if (dim < 0 || dim >= static_cast<int64_t>(dims.size())) fail_node(fmt::format("dimension {} out of range", dim));
+      sym_ints_[sym_output_name(node, "as_sym_int")] = dims[static_cast<std::size_t>(dim)];
+      return true;
+    }
+    if (target_ == "torch.ops.aten.sym_numel.default" || target_ == "torch.ops.aten.sym_storage_offset.default") {
+      const TensorMeta* meta = value(arg(0).at("as_tensor").at("name").get<std::string>())->meta();
+      if (!meta) fail_node("its tensor has no metadata");
+      sym_ints_[sym_output_name(node, "as_sym_int")] =
+          target_ == "torch.ops.aten.sym_numel.default" ? meta->numel() : meta->storage_offset;
+      return true;
+    }
+    if (auto it = sym_int_binary_ops().find(target_); it != sym_int_binary_ops().end()) {
+      sym_ints_[sym_output_name(node, "as_sym_int")] = it->second(int_operand(arg(0)), int_operand(arg(1)));
+      return true;
+    }
+    if (target_ == "_operator.neg") {
+      sym_ints_[sym_output_name(node, "as_sym_int")] = -int_operand(arg(0));
+      return true;
+    }
+    if (auto it = sym_compare_ops().find(target_); it != sym_compare_ops().end()) {
+      sym_bools_[sym_output_name(node, "as_sym_bool")] = it->second(int_operand(arg(0)), int_operand(arg(1)));
+      return true;
+    }
+    if (target_ == "torch.ops.aten._assert_scalar.default") {
+      const Json& cond = arg(0);
+      const bool ok = union_key(cond) == "as_sym_bool" ? sym_bool(cond.at("as_sym_bool")) : cond.at("as_bool").get<bool>();
+      if (!ok) {
+        std::string message = inputs.size() > 1 ? arg(1).value("as_string", "") : "";
+        fail_node(fmt::format("the export's runtime assertion fails for these sizes: {}", message));
+      }
+      return true;
+    }
+    // Checks of unbacked sizes, and of metadata the tracer checks itself (see the header).
+    return target_ == "torch.ops.aten.sym_constrain_range_for_size.default" ||
+           target_ == "torch.ops.aten.sym_constrain_range.default" ||
+           target_ == "torch.ops.aten._assert_tensor_metadata.default";
+  }
+
+  // ---- call nodes --------------------------------------------------------------------------
+
+  c10::OperatorHandle resolve(std::string_view target) {
+    // torch.ops.<namespace>.<op>.<overload>
+    std::string_view rest = target.substr(kOpsPrefix.size());
+    const std::size_t dot1 = rest.find('.');
+    const std::size_t dot2 = rest.rfind('.');
+    const std::string ns(rest.substr(0, dot1));
+    if (ns == "higher_order")
+      fail_node(fmt::format("higher-order operator {} is not supported (control flow, grad-mode regions, wrapped "
+                            "subgraphs); export without it or inline it",
+                            rest.substr(dot1 + 1)));
+    if (dot1 == std::string_view::npos || dot1 == dot2) fail_node("target is not torch.ops.<namespace>.<op>.<overload>");
+    const std::string op_name = ns + "::" + std::string(rest.substr(dot1 + 1, dot2 - dot1 - 1));
+    std::string overload(rest.substr(dot2 + 1));
+    if (overload == "default") overload.clear();
+    auto handle = c10::Dispatcher::singleton().findSchema({op_name, overload});
+    if (!handle)
+      fail_node(fmt::format("operator {}{} is not registered in this process{}", op_name,
+                            overload.empty() ? "" : "." + overload,
+                            ns == "aten" ? " (this libtorch does not have it)"
+                                         : " (a custom op: load the library that registers it before loading)"));
+    return *handle;
+  }
+
+  // A Python number passed for a Tensor parameter: a wrapped-number tensor, as PyTorch's
+  // argument parser makes it (so type promotion treats it as a scalar).
+  Argument wrapped_number(const c10::Scalar& s, const std::string& param) {
+    at::Tensor t = at::scalar_to_tensor(s);
+    t.unsafeGetTensorImpl()->set_wrapped_number(true);
+    return graph_.add_constant(fmt::format("{}.{}", node_name_, param), t, graph_.fresh_name("_scalar"));
+  }
+
+  Argument convert(const Json& arg, const c10::Argument& formal) {
+    const std::string& kind = union_key(arg);
+    const Json& v = arg.at(kind);
+    const c10::TypePtr type = without_optional(formal.type());
+    const bool tensor_param = is_tensor_type(formal.type());
+    const bool float_param = type->kind() == c10::TypeKind::FloatType;
+    auto list_of_values = [&](const Json& items, bool optional_entries) {
+      ValueList list;
+      for (const Json& item : items) {
+        if (!optional_entries) {
+          list.values.push_back(value(item.at("name").get<std::string>()));
+        } else if (union_key(item) == "as_none") {
+          list.values.push_back(nullptr);
+        } else {
+          list.values.push_back(value(item.at("as_tensor").at("name").get<std::string>()));
+        }
+      }
+      return Argument(std::move(list));
+    };
+    if (kind == "as_none") return Argument::none();
+    if (kind == "as_tensor") return value(v.at("name").get<std::string>());
+    if (kind == "as_optional_tensor")
+      return union_key(v) == "as_none" ? Argument::none() : Argument(value(v.at("as_tensor").at("name").get<std::string>()));
+    if (kind == "as_tensors") return list_of_values(v, false);
+    if (kind == "as_optional_tensors") return list_of_values(v, true);
+    if (kind == "as_int") {
+      const int64_t i = v.get<int64_t>();
+      if (tensor_param) return wrapped_number(c10::Scalar(i), formal.name());
+      if (float_param) return c10::IValue(static_cast<double>(i));
+      return c10::IValue(i);
+    }
+    if (kind == "as_float") {
+      const double d = v.is_string() ? (v == "Infinity"    ? std::numeric_limits<double>::infinity()
+                                        : v == "-Infinity" ? -std::numeric_limits<double>::infinity()
+                                                           : std::numeric_limits<double>::quiet_NaN())
+                                     : v.get<double>();
+      if (tensor_param) return wrapped_number(c10::Scalar(d), formal.name());
+      return c10::IValue(d);
+    }
+    if (kind == "as_bool") {
+      if (tensor_param) return wrapped_number(c10::Scalar(v.get<bool>()), formal.name());
+      return c10::IValue(v.get<bool>());
+    }
+    if (kind == "as_string") return c10::IValue(v.get<std::string>());
+    if (kind == "as_ints") return c10::IValue(v.get<std::vector<int64_t>>());
+    if (kind == "as_floats") {
+      std::vector<double> out;
+      for (const Json& f : v) out.push_back(f.is_string() ? std::nan("") : f.get<double>());
+      return c10::IValue(out);
+    }
+    if (kind == "as_bools") {
+      c10::List<bool> out;
+      for (const Json& b : v) out.push_back(b.get<bool>());
+      return c10::IValue(out);
+    }
+    if (kind == "as_strings") return c10::IValue(v.get<std::vector<std::string>>());
+    if (kind == "as_sym_int") {
+      const int64_t i = sym_int(v);
+      return float_param ? c10::IValue(static_cast<double>(i)) : c10::IValue(i);
+    }
+    if (kind == "as_sym_ints") {
+      std::vector<int64_t> out;
+      for (const Json& s : v) out.push_back(sym_int(s));
+      return c10::IValue(out);
+    }
+    if (kind == "as_sym_bool") return c10::IValue(sym_bool(v));
+    if (kind == "as_sym_bools") {
+      c10::List<bool> out;
+      for (const Json& b : v) out.push_back(sym_bool(b));
+      return c10::IValue(out);
+    }
+    if (kind == "as_scalar_type") return c10::IValue(static_cast<int64_t>(dtype_from_serde(v.get<int64_t>())));
+    if (kind == "as_layout") return c10::IValue(static_cast<int64_t>(layout_from_serde(v.get<int64_t>())));
+    if (kind == "as_memory_format")
+      return c10::IValue(static_cast<int64_t>(memory_format_from_serde(v.get<int64_t>())));
+    if (kind == "as_device") return c10::IValue(device_from_serde(v));
+    if (kind == "as_custom_obj") fail_node(fmt::format("argument '{}' is a custom object: TorchBind objects are not supported", formal.name()));
+    if (kind == "as_graph") fail_node(fmt::format("argument '{}' is a subgraph: higher-order ops are not supported", formal.name()));
+    fail_node(fmt::format("argument '{}' has kind '{}', which this importer does not support", formal.name(), kind));
+  }
+
+  void add_call(const Json& node) {
+    const c10::OperatorHandle op = resolve(target_);
+    const c10::FunctionSchema& schema = op.schema();
+    std::unordered_map<std::string, const Json*> given;
+    for (const Json& named : node.at("inputs")) {
+      const std::string name = named.at("name").get<std::string>();
+      if (!given.emplace(name, &named.at("arg")).second) fail_node(fmt::format("argument '{}' given twice", name));
+    }
+    std::vector<Argument> args;
+    for (const c10::Argument& formal : schema.arguments()) {
+      auto it = given.find(formal.name());
+      if (it != given.end()) {
+        try {
+          args.push_back(convert(*it->second, formal));
+        } catch (const SerdeError& e) {
+          fail_node(fmt::format("argument '{}': {}", formal.name(), e.what()));
+        }
+        given.erase(it);
+      } else if (formal.default_value()) {
+        // Arguments left at their default are not serialized.
+        args.emplace_back(*formal.default_value());
+      } else {
+        fail_node(fmt::format("argument '{}' is missing and has no default in the schema {}", formal.name(),
+                              c10::toString(schema)));
+      }
+    }
+    if (!given.empty())
+      fail_node(fmt::format("argument '{}' is not in the schema {}", given.begin()->first, c10::toString(schema)));
+
+    std::vector<OutputSpec> outputs;
+    auto tensor_output = [&](const std::string& name) {
+      OutputSpec spec;
+      spec.name = name;
+      spec.meta = meta_of(name);
+      return spec;
+    };
+    for (const Json& out : node.at("outputs")) {
+      const std::string& kind = union_key(out);
+      if (kind == "as_tensor") {
+        outputs.push_back(tensor_output(out.at("as_tensor").at("name").get<std::string>()));
+      } else if (kind == "as_tensors") {
+        for (const Json& t : out.at("as_tensors")) outputs.push_back(tensor_output(t.at("name").get<std::string>()));
+      } else if (kind == "as_none" || (kind == "as_optional_tensor" && union_key(out.at(kind)) == "as_none")) {
+        outputs.emplace_back();  // an optional result that is None: a fresh, unused name
+      } else if (kind == "as_optional_tensor") {
+        outputs.push_back(tensor_output(out.at(kind).at("as_tensor").at("name").get<std::string>()));
+      } else {
+        fail_node(fmt::format("output kind '{}' is not supported (only tensor results are)", kind));
+      }
+    }
+    if (!node.at("outputs").empty() || schema.returns().empty()) {
+      // As serialized: one entry per result (and per element of a Tensor[] result).
+    } else {
+      outputs.clear();  // results the export dropped: fresh names
+    }
+    try {
+      graph_.add_call(op, std::move(args), std::move(outputs));
+    } catch (const std::exception& e) {
+      fail_node(e.what());
+    }
+  }
+
+  void add_node(const Json& node) {
+    target_ = node.at("target").get<std::string>();
+    node_name_ = node.value("name", std::string("?"));
+    try {
+      if (evaluate_symbolic(node)) return;
+      if (target_.rfind(kOpsPrefix, 0) != 0)
+        fail_node("this target is not an operator (torch.ops.*) nor symbolic arithmetic this importer evaluates");
+      add_call(node);
+    } catch (const Pt2Error&) {
+      throw;
+    } catch (const std::exception& e) {
+      fail_node(e.what());
+    }
+  }
+
+  const Json& json_;
+  Graph graph_;
+  const SymbolValues& symbols_;
+  std::string_view where_;
+  std::unordered_map<std::string, const Json*> metas_;
+  std::unordered_map<std::string, int64_t> sym_ints_;
+  std::unordered_map<std::string, bool> sym_bools_;
+  std::string target_;
+  std::string node_name_;
+};
+
+}  // namespace
+
+Graph import_graph(const Json& graph_json, std::string graph_name, const SymbolValues& symbols,
+                   std::string_view where) {
+  return GraphImporter(graph_json, std::move(graph_name), symbols, where).run();
+}
+
+}  // namespace aotpipe::pt2

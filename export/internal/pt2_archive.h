@@ -1,0 +1,53 @@
+#pragma once
+// Reading the records of a .pt2 archive (a zip file with one top folder; see
+// docs/pt2-format-2.11.md): the model JSON, the state tensors and the sample inputs.
+#include <aotpipe/export/internal/serde.h>
+
+#include <ATen/core/Tensor.h>
+
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace caffe2::serialize {
+class PyTorchStreamReader;
+}
+
+namespace aotpipe::pt2 {
+
+class Pt2Archive {
+ public:
+  // Opens the archive and checks its format and version records; throws Pt2Error.
+  explicit Pt2Archive(const std::filesystem::path& path);
+  ~Pt2Archive();
+
+  // The model's name ("model": models/model.json) and its parsed JSON, the schema version checked.
+  const std::string& model_name() const { return model_name_; }
+  Json model_json() const;
+
+  // A state tensor by FQN, from the weights or the constants config (non-persistent buffers and
+  // lifted constants are in the latter); entries naming the same file share one storage.
+  // Throws Pt2Error when neither config has `fqn`.
+  at::Tensor state_tensor(const std::string& fqn, std::string_view what);
+
+  // The sample inputs flattened (args, then kwargs in order); nullopt when the archive has none
+  // or they hold something other than tensors. `note` says why they are absent.
+  std::optional<std::vector<at::Tensor>> sample_inputs(std::string& note) const;
+
+ private:
+  std::string read_string(const std::string& record) const;
+  Json read_json(const std::string& record) const;
+  at::Tensor payload_tensor(const std::string& dir, const std::string& fqn, const Json& payload);
+
+  std::string where_;
+  std::unique_ptr<caffe2::serialize::PyTorchStreamReader> reader_;
+  std::string model_name_;
+  Json weights_;    // FQN -> PayloadMeta
+  Json constants_;  // FQN -> PayloadMeta
+  std::map<std::string, at::Tensor> storages_;  // record -> flat tensor over its bytes
+};
+
+}  // namespace aotpipe::pt2

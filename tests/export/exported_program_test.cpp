@@ -1,0 +1,215 @@
+// The example models of examples/pt2/ (real nn.Modules exported by export_models.py, both the
+// training IR and the core-ATen IR of run_decompositions()), loaded from C++ and run eagerly and
+// compiled: outputs, parameter gradients and buffers after one step equal eager PyTorch's, and
+// the compiled graph signature equals, kind by kind, the one torch.export wrote.
+#include "pt2_test_support.h"
+
+#include <aotpipe/export/compiled_exported_program.h>
+#include <aotpipe/export/exported_program.h>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <torch/autograd.h>
+#include <torch/torch.h>
+
+#include <string>
+
+namespace aotpipe {
+namespace {
+
+using testing::EagerStep;
+using testing::pt2_dir;
+
+struct Case {
+  std::string model;
+  std::string variant;  // "" (training IR) or ".aten" (core ATen IR)
+  std::string file() const { return model + variant + ".pt2"; }
+};
+
+std::string case_name(const ::testing::TestParamInfo<Case>& info) {
+  return info.param.model + (info.param.variant.empty() ? "_training_ir" : "_aten_ir");
+}
+
+std::vector<Case> all_cases() {
+  std::vector<Case> cases;
+  for (const char* model : {"resnet_bn_train", "gpt_block_loss", "lstm_tagger", "unet_up_block",
+                            "buffer_mutation_const", "eval_classifier", "dynamic_mlp"})
+    for (const char* variant : {"", ".aten"}) cases.push_back({model, variant});
+  return cases;
+}
+
+void expect_close(const at::Tensor& actual, const at::Tensor& expected, const std::string& what) {
+  ASSERT_TRUE(actual.defined()) << what << " is undefined";
+  ASSERT_EQ(actual.sizes(), expected.sizes()) << what;
+  ASSERT_EQ(actual.scalar_type(), expected.scalar_type()) << what;
+  EXPECT_TRUE(at::allclose(actual.detach().cpu(), expected, 1e-4, 1e-5))
+      << what << ": max abs difference "
+      << (actual.detach().cpu().to(at::kDouble) - expected.to(at::kDouble)).abs().max().item<double>();
+}
+
+// Runs one step of `call` (the program eager, or compiled) as export_models.py ran the module,
+// and checks outputs, gradients and buffers.
+void check_step(const ExportedProgram& program, const std::function<TensorList(const TensorList&)>& call,
+                const EagerStep& expected, const std::string& label) {
+  TensorList outputs;
+  {
+    std::optional<torch::NoGradGuard> no_grad;
+    if (!expected.training) no_grad.emplace();
+    outputs = call(expected.inputs);
+  }
+  ASSERT_EQ(outputs.size(), expected.outputs.size()) << label;
+  for (std::size_t i = 0; i < outputs.size(); ++i)
+    expect_close(outputs[i], expected.outputs[i], label + ": output " + std::to_string(i));
+  if (expected.training) {
+    torch::autograd::backward(outputs, expected.grad_outputs);
+    for (const NamedTensor& p : program.parameters()) {
+      auto it = expected.grads.find(p.name);
+      if (it == expected.grads.end()) {
+        EXPECT_FALSE(p.tensor.grad().defined()) << label << ": " << p.name << " has a gradient eager has not";
+        continue;
+      }
+      expect_close(p.tensor.grad(), it->second, label + ": grad of " + p.name);
+    }
+    EXPECT_EQ(expected.grads.size(), [&] {
+      std::size_t n = 0;
+      for (const NamedTensor& p : program.parameters()) n += p.tensor.grad().defined();
+      return n;
+    }()) << label;
+  }
+  for (const NamedTensor& b : program.buffers()) {
+    auto it = expected.buffers.find(b.name);
+    ASSERT_NE(it, expected.buffers.end()) << label << ": eager has no buffer " << b.name;
+    expect_close(b.tensor, it->second, label + ": buffer " + b.name + " after the step");
+  }
+}
+
+class ExportedProgramTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(ExportedProgramTest, EagerCallMatchesPyTorch) {
+  const Case& c = GetParam();
+  ExportedProgram program = load_exported_program(pt2_dir() / c.file());
+  check_step(program, [&](const TensorList& in) { return program(in); }, testing::load_eager_step(c.model),
+             c.file() + " eager");
+}
+
+TEST_P(ExportedProgramTest, CompiledMatchesPyTorch) {
+  const Case& c = GetParam();
+  const EagerStep expected = testing::load_eager_step(c.model);
+  ExportedProgram program = load_exported_program(pt2_dir() / c.file());
+  CompiledExportedProgram compiled = compile_exported_program(program);
+  check_step(program, [&](const TensorList& in) { return compiled(in); }, expected, c.file() + " compiled");
+  EXPECT_EQ(compiled.num_compiled(), 1u);
+  // The compile is a real one: a training step has a backward graph, inference has none.
+  std::shared_ptr<const CompileState> state;
+  {
+    std::optional<torch::NoGradGuard> no_grad;
+    if (!expected.training) no_grad.emplace();
+    state = compiled.compiled_state(expected.inputs);
+  }
+  EXPECT_EQ(state->needs_autograd, expected.training) << c.file();
+}
+
+// The compiled signature against what torch.export wrote for the functional (core ATen) program:
+// the same input specs (kind, FQN, persistence) and output specs (kind, target) in the same order,
+// plus, for a training compile, one GRADIENT_TO_PARAMETER per parameter.
+TEST_P(ExportedProgramTest, CompiledSignatureMatchesTorchExport) {
+  const Case& c = GetParam();
+  const EagerStep expected = testing::load_eager_step(c.model);
+  ExportedProgram program = load_exported_program(pt2_dir() / c.file());
+  const ExportGraphSignature written = load_exported_program(pt2_dir() / (c.model + ".aten.pt2")).signature();
+  CompiledExportedProgram compiled = compile_exported_program(program);
+  std::optional<torch::NoGradGuard> no_grad;
+  if (!expected.training) no_grad.emplace();
+  const ExportGraphSignature sig = compiled.graph_signature(expected.inputs);
+
+  ASSERT_EQ(sig.input_specs.size(), written.input_specs.size());
+  for (std::size_t i = 0; i < sig.input_specs.size(); ++i) {
+    EXPECT_EQ(sig.input_specs[i].kind, written.input_specs[i].kind) << "input " << i;
+    EXPECT_EQ(sig.input_specs[i].target, written.input_specs[i].target) << "input " << i;
+    EXPECT_EQ(sig.input_specs[i].persistent, written.input_specs[i].persistent) << "input " << i;
+  }
+  std::vector<signature::OutputSpec> forward, gradients;
+  for (const auto& spec : sig.output_specs)
+    (spec.kind == signature::OutputKind::GradientToParameter ? gradients : forward).push_back(spec);
+  ASSERT_EQ(forward.size(), written.output_specs.size());
+  for (std::size_t k = 0; k < forward.size(); ++k) {
+    EXPECT_EQ(forward[k].kind, written.output_specs[k].kind) << "output " << k;
+    EXPECT_EQ(forward[k].target, written.output_specs[k].target) << "output " << k;
+  }
+  EXPECT_EQ(gradients.size(), expected.training ? program.parameters().size() : 0u);
+  for (std::size_t g = 0; g < gradients.size(); ++g) EXPECT_EQ(*gradients[g].target, program.parameters()[g].name);
+}
+
+INSTANTIATE_TEST_SUITE_P(Pt2Examples, ExportedProgramTest, ::testing::ValuesIn(all_cases()), case_name);
+
+TEST(ExportedProgramLoad, SignatureAndStateAsWritten) {
+  ExportedProgram program = load_exported_program(pt2_dir() / "buffer_mutation_const.pt2");
+  EXPECT_EQ(program.dialect(), "TRAINING");
+  EXPECT_EQ(program.name(), "buffer_mutation_const");
+  using signature::InputKind;
+  const auto& in = program.signature().input_specs;
+  ASSERT_EQ(in.size(), 7u);
+  EXPECT_EQ(in[0].kind, InputKind::Parameter);
+  EXPECT_EQ(*in[0].target, "lin.weight");
+  EXPECT_EQ(in[2].kind, InputKind::Buffer);
+  EXPECT_EQ(*in[2].target, "steps");
+  EXPECT_EQ(in[4].persistent, false);  // "mask": its bytes live in data/constants
+  EXPECT_EQ(*in[4].target, "mask");
+  EXPECT_EQ(in[5].kind, InputKind::ConstantTensor);
+  EXPECT_EQ(*in[5].target, "scale");
+  EXPECT_EQ(in[6].kind, InputKind::UserInput);
+  ASSERT_EQ(program.constants().size(), 1u);
+  EXPECT_TRUE(at::equal(program.constants()[0].tensor, torch::tensor({0.5f, 1.0f, 1.5f, 2.0f, 2.5f, 3.0f})));
+  EXPECT_TRUE(at::equal(program.buffers()[2].tensor, torch::tensor({0.f, 1.f, 0.f, 1.f, 0.f, 1.f})));
+  for (const NamedTensor& p : program.parameters()) {
+    EXPECT_TRUE(p.tensor.requires_grad()) << p.name;
+    EXPECT_TRUE(p.tensor.is_leaf()) << p.name;
+  }
+  ASSERT_TRUE(program.sample_inputs());
+  EXPECT_EQ(program.sample_inputs()->at(0).sizes(), (std::vector<int64_t>{5, 6}));
+  // In the graph, each node is the overload the export recorded (training IR keeps add_).
+  bool has_add_ = false;
+  for (const Node* node : program.graph().nodes())
+    if (node->is_call() && node->qualified_name() == "aten::add_.Tensor") has_add_ = true;
+  EXPECT_TRUE(has_add_);
+}
+
+// ---- symbolic dimensions ---------------------------------------------------------------------
+
+TEST(ExportedProgramDynamic, EachSizeCompilesOnceWithinItsRange) {
+  ExportedProgram program = load_exported_program(pt2_dir() / "dynamic_mlp.pt2");
+  ASSERT_EQ(program.symbolic_dims().size(), 1u);
+  EXPECT_EQ(program.symbolic_dims()[0].min, 2);
+  EXPECT_EQ(program.symbolic_dims()[0].max, 64);
+  CompiledExportedProgram compiled = compile_exported_program(program);
+  for (int64_t batch : {4, 9, 64, 9}) {
+    at::Tensor x = torch::randn({batch, 8});
+    TensorList eager = program({x});
+    TensorList out = compiled({x});
+    ASSERT_EQ(out[0].sizes(), (std::vector<int64_t>{batch, 2, 2}));
+    EXPECT_TRUE(at::allclose(out[0], eager[0], 1e-5, 1e-6)) << batch;
+  }
+  EXPECT_EQ(compiled.num_compiled(), 3u);  // 4, 9 and 64: one compile per size
+}
+
+TEST(ExportedProgramDynamic, SizesOutsideTheExportAreNamed) {
+  ExportedProgram program = load_exported_program(pt2_dir() / "dynamic_mlp.aten.pt2");
+  CompiledExportedProgram compiled = compile_exported_program(program);
+  auto message = [&](at::Tensor x) -> std::string {
+    try {
+      compiled({x});
+    } catch (const Pt2Error& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  EXPECT_THAT(message(torch::randn({80, 8})),
+              ::testing::HasSubstr("user input 0 ('x') dimension 0 is 80, outside the range [2, 64]"));
+  EXPECT_THAT(message(torch::randn({1, 8})), ::testing::HasSubstr("dimension 0 is 1, outside the range [2, 64]"));
+  EXPECT_THAT(message(torch::randn({4, 7})), ::testing::HasSubstr("dimension 1 is 7; the export fixed it at 8"));
+  EXPECT_THAT(message(torch::randn({4, 8, 1})), ::testing::HasSubstr("has 3 dimensions; the export has 2"));
+  EXPECT_EQ(compiled.num_compiled(), 0u);
+}
+
+}  // namespace
+}  // namespace aotpipe

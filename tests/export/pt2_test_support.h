@@ -1,0 +1,35 @@
+#pragma once
+// Shared by the .pt2 tests: the example archives of examples/pt2/, what eager PyTorch computed for
+// them (<name>.expected.pt, written by examples/pt2/export_models.py), and a way to write a
+// modified copy of an archive (for the bad-input tests).
+#include <ATen/core/Tensor.h>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace aotpipe::testing {
+
+std::filesystem::path pt2_dir();  // examples/pt2 of the source tree
+
+// One training (or inference) step of the original nn.Module, as export_models.py recorded it.
+struct EagerStep {
+  std::vector<at::Tensor> inputs;
+  std::vector<at::Tensor> outputs;
+  std::vector<at::Tensor> grad_outputs;       // empty for inference
+  std::map<std::string, at::Tensor> grads;    // parameter FQN -> .grad
+  std::map<std::string, at::Tensor> buffers;  // buffer FQN -> value after the step
+  bool training = false;
+};
+EagerStep load_eager_step(const std::string& model);
+
+// Copies archive `from` to `to` (a .pt2 whose stem becomes its top folder), passing models/*.json
+// through `edit_model` and every other text record through `edit_record(name, bytes)`.
+void rewrite_archive(const std::filesystem::path& from, const std::filesystem::path& to,
+                     const std::function<void(nlohmann::json&)>& edit_model,
+                     const std::function<void(const std::string&, std::string&)>& edit_record = {});
+
+}  // namespace aotpipe::testing
