@@ -52,9 +52,16 @@ struct ExportedProgram::Impl {
   mutable std::map<SizesKey, std::shared_ptr<const Specialization>> specializations;
 
   std::string where() const { return path.string(); }
+  // The name as an identifier of the text form ("resnet.aten" -> "resnet_aten").
+  std::string graph_name() const {
+    std::string id = name;
+    for (char& c : id)
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') c = '_';
+    return id;
+  }
 
   std::shared_ptr<const Specialization> build(const SymbolValues& symbols) const {
-    auto graph = std::make_shared<Graph>(pt2::import_graph(graph_json, name, symbols, where()));
+    auto graph = std::make_shared<Graph>(pt2::import_graph(graph_json, graph_name(), symbols, where()));
     if (device) retarget_device(*graph, *device);
     return std::make_shared<const Specialization>(Specialization{graph, Interpreter(*graph)});
   }

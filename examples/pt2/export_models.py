@@ -179,7 +179,7 @@ def models():
          lambda: (torch.randint(0, 32, (2, 8), generator=g()), torch.randint(0, 32, (2, 8), generator=g())),
          True, None),
         ("lstm_tagger", LstmTagger, lambda: (torch.randint(0, 20, (3, 7), generator=g()),), True, None),
-        ("unet_up_block", UNetUpBlock,
+        ("unet_decoder_block", UNetUpBlock,
          lambda: (torch.randn(2, 16, 4, 4, generator=g()), torch.randn(2, 8, 6, 6, generator=g())), True, None),
         ("buffer_mutation_const", BufferMutationConst, lambda: (torch.randn(5, 6, generator=g()),), True, None),
         ("eval_classifier", EvalClassifier, lambda: (torch.randn(2, 3, 8, 8, generator=g()),), False, None),

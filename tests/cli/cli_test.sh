@@ -3,10 +3,12 @@
 #   cli_test.sh examples AOTPIPE SOURCE_DIR   every example graph runs with --check-meta and reports ok
 #   cli_test.sh broken   AOTPIPE SOURCE_DIR   good and broken fixtures mixed: each broken file is named
 #                                             with its error, the good ones still run, exit status != 0
-#   cli_test.sh show     AOTPIPE SOURCE_DIR   show prints a graph that show reads back to the same text
+#   cli_test.sh show     AOTPIPE SOURCE_DIR   show prints a graph that show reads back to the same text;
+#                                             a .pt2 archive with its graph signature
 #   cli_test.sh compile_examples AOTPIPE SOURCE_DIR
-#                                             every example compiles (-j2) and matches eager (--check);
-#                                             per-graph outputs, summary and Chrome trace are written
+#                                             every example (.aotg and .pt2) compiles (-j2) and matches
+#                                             eager (--check); per-graph outputs, summary and Chrome
+#                                             trace are written
 #   cli_test.sh compile_broken   AOTPIPE SOURCE_DIR
 #                                             broken files and failing graphs are listed with their stage
 #                                             and message, the good ones still compile, exit status 1
@@ -101,6 +103,19 @@ case $mode in
     check "show exits non-zero on a broken file" test "$(rc)" -ne 0
     check "show still prints the good file" grep -q '^graph good_pointwise(' "$tmp/out"
     check "show names the broken file and its error" grep -qF "unknown_op.aotg: parse error: line 4, column 19: unknown operator" "$tmp/err"
+    # A torch.export archive: its signature as comments, then its graph, which show reads back.
+    run show "$src/examples/pt2/buffer_mutation_const.aten.pt2"
+    check "show imports a .pt2" test "$(rc)" -eq 0
+    check "show prints the export's signature" bash -c "grep -qE '^#   BUFFER +%b_mask +mask \(not persistent\)$' '$tmp/out' &&
+      grep -qE '^#   CONSTANT_TENSOR +%c_scale +scale$' '$tmp/out' && grep -qE '^#   BUFFER_MUTATION +%add_1 +steps$' '$tmp/out'"
+    check "show prints the imported graph" grep -q '^graph buffer_mutation_const_aten(%p_lin_weight: f32\[6, 6\] requires_grad' "$tmp/out"
+    cp "$tmp/out" "$tmp/imported.aotg"
+    run show "$tmp/imported.aotg"
+    check "the imported graph reads back" test "$(rc)" -eq 0
+    head -c 2000 "$src/examples/pt2/gpt_block_loss.pt2" >"$tmp/truncated.pt2"
+    run show "$tmp/truncated.pt2"
+    check "a truncated .pt2 is an import error naming the file" \
+      bash -c "test \$(cat '$tmp/rc') -ne 0 && grep -qF 'truncated.pt2: import error: $tmp/truncated.pt2: not a readable .pt2 archive' '$tmp/err'"
     ;;
   compile_examples)
     run compile "$src/examples" -j 2 --check --no-cpu-fallback --out "$tmp/out.d" --trace "$tmp/trace.json"
@@ -110,13 +125,14 @@ case $mode in
     check "every graph's fallback column is 0" \
       bash -c "! grep -E ' ok$' '$tmp/out' | awk '{ if (\$(NF-3) != 0) print }' | grep -q ."
     n=0
-    for f in "$src"/examples/*.aotg; do
+    for f in "$src"/examples/*.aotg "$src"/examples/pt2/*.pt2; do
       n=$((n + 1))
-      name=$(basename "$f" .aotg)
+      name=$(basename "$f"); name=${name%.aotg}; name=${name%.pt2}
       check "$name compiled and matches eager" compiled_ok "$name"
       check "$name: metadata.json and partition.txt written" test -s "$tmp/out.d/$name/metadata.json" -a -s "$tmp/out.d/$name/partition.txt"
     done
     check "at least 50 examples" test "$n" -ge 50
+    check "the .pt2 models are among them" test "$(ls "$src"/examples/pt2/*.pt2 | wc -l)" -ge 12
     check "summary $n graphs, $n ok, 0 failed" compile_summary_is "$n" "$n" 0
     # A training graph: forward, backward, joint graph and its picture, all readable back.
     d=$tmp/out.d/mlp_layer
@@ -152,6 +168,10 @@ case $mode in
       compile_failed shape_mismatch.aotg "metadata stage" "aten::mm"
     check "missing path" compile_failed does-not-exist.aotg "read error" "no such file or directory"
     check "no C++ backtrace in the report" bash -c "! grep -q 'Exception raised from' '$tmp/out'"
+    cp "$src/tests/cli/fixtures/garbage.aotg" "$tmp/garbage.pt2"
+    run compile "$src/examples/pt2/unet_decoder_block.pt2" "$tmp/garbage.pt2" --no-svg
+    check "a .pt2 that is not an archive fails alone" bash -c "test \$(cat '$tmp/rc') -eq 1 && grep -qE '^unet_decoder_block .* ok$' '$tmp/out'"
+    check "its import error is reported" compile_failed garbage.pt2 "import error" "not a readable .pt2 archive"
     ;;
   compile_usage)
     run compile "$src/examples/mlp_layer.aotg" "$src/examples/lstm_cell.aotg" --partitioner default \
@@ -179,7 +199,7 @@ case $mode in
     ;;
   compile_cuda)
     run compile "$src/examples" -j 2 --device cuda:0 --no-svg --no-cpu-fallback --out "$tmp/out.d"
-    n=$(ls "$src"/examples/*.aotg | wc -l)
+    n=$(ls "$src"/examples/*.aotg "$src"/examples/pt2/*.pt2 | wc -l)
     # sdpa_causal_attention calls the CPU-only flash kernel: eager would fail on CUDA, so does the compile.
     check "exit status 1 (one graph cannot run on CUDA)" test "$(rc)" -eq 1
     check "summary $n graphs, $((n - 1)) ok, 1 failed" compile_summary_is "$n" "$((n - 1))" 1
@@ -192,6 +212,7 @@ case $mode in
       bash -c "! xargs grep -hE '%[A-Za-z_0-9]+: [a-z0-9]+\\[' <'$tmp/graphs' | grep -v 'device=cuda:0'"
     check "factories name cuda:0" bash -c "! xargs grep -h 'device(\"cpu\")' <'$tmp/graphs'"
     check "mlp_layer's forward is on cuda:0" grep -q "device=cuda:0" "$tmp/out.d/mlp_layer/forward.aotg"
+    check "a CPU-exported .pt2 compiles for cuda:0" grep -q "device=cuda:0" "$tmp/out.d/resnet_bn_train/forward.aotg"
     run compile "$src/examples/mlp_layer.aotg" --device gpu0
     check "a bad --device is a usage error naming it" bash -c "grep -q \"not a device: 'gpu0'\" '$tmp/err'"
     ;;

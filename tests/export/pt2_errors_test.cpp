@@ -97,36 +97,36 @@ TEST_F(Pt2ErrorsTest, UnsupportedVersions) {
 }
 
 TEST_F(Pt2ErrorsTest, UnknownOperatorIsNamed) {
-  EXPECT_THAT(edited_error("unet_up_block.pt2",
+  EXPECT_THAT(edited_error("unet_decoder_block.pt2",
                            [](json& m) { node_named(m, "silu")["target"] = "torch.ops.mylib.fancy_silu.default"; }),
               AllOf(HasSubstr("node 'silu'"), HasSubstr("operator mylib::fancy_silu is not registered in this process"),
                     HasSubstr("custom op")));
-  EXPECT_THAT(edited_error("unet_up_block.pt2",
+  EXPECT_THAT(edited_error("unet_decoder_block.pt2",
                            [](json& m) { node_named(m, "silu")["target"] = "torch.ops.aten.silu.no_such_overload"; }),
               HasSubstr("operator aten::silu.no_such_overload is not registered"));
 }
 
 TEST_F(Pt2ErrorsTest, HigherOrderOpsAreRefused) {
-  EXPECT_THAT(edited_error("unet_up_block.pt2",
+  EXPECT_THAT(edited_error("unet_decoder_block.pt2",
                            [](json& m) { node_named(m, "silu")["target"] = "torch.ops.higher_order.cond"; }),
               AllOf(HasSubstr("node 'silu'"), HasSubstr("higher-order operator cond is not supported")));
 }
 
 TEST_F(Pt2ErrorsTest, CustomObjectsAndTokensAreRefused) {
-  EXPECT_THAT(edited_error("unet_up_block.pt2",
+  EXPECT_THAT(edited_error("unet_decoder_block.pt2",
                            [](json& m) {
                              m["graph_module"]["signature"]["input_specs"][0] =
                                  json{{"custom_obj", {{"arg", {{"name", "obj"}, {"class_fqn", "x.Y"}}},
                                                       {"custom_obj_name", "my_obj"}}}};
                            }),
               AllOf(HasSubstr("input 'my_obj' is a custom object"), HasSubstr("not supported")));
-  EXPECT_THAT(edited_error("unet_up_block.pt2",
+  EXPECT_THAT(edited_error("unet_decoder_block.pt2",
                            [](json& m) {
                              m["graph_module"]["signature"]["input_specs"][0] =
                                  json{{"token", {{"arg", {{"name", "token"}}}}}};
                            }),
               HasSubstr("effect token"));
-  EXPECT_THAT(edited_error("unet_up_block.pt2",
+  EXPECT_THAT(edited_error("unet_decoder_block.pt2",
                            [](json& m) {
                              m["graph_module"]["signature"]["output_specs"][0] =
                                  json{{"loss_output", {{"arg", {{"name", "silu"}}}}}};
@@ -135,20 +135,20 @@ TEST_F(Pt2ErrorsTest, CustomObjectsAndTokensAreRefused) {
 }
 
 TEST_F(Pt2ErrorsTest, MalformedArgumentsAreNamed) {
-  EXPECT_THAT(edited_error("unet_up_block.pt2",
+  EXPECT_THAT(edited_error("unet_decoder_block.pt2",
                            [](json& m) {
                              node_named(m, "silu")["inputs"][0]["arg"] = json{{"as_weird", 1}};
                            }),
               AllOf(HasSubstr("node 'silu'"), HasSubstr("argument 'self' has kind 'as_weird'")));
-  EXPECT_THAT(edited_error("unet_up_block.pt2",
+  EXPECT_THAT(edited_error("unet_decoder_block.pt2",
                            [](json& m) { node_named(m, "silu")["inputs"][0]["name"] = "selfie"; }),
               AllOf(HasSubstr("node 'silu'"), HasSubstr("argument 'self' is missing")));
-  EXPECT_THAT(edited_error("unet_up_block.pt2",
+  EXPECT_THAT(edited_error("unet_decoder_block.pt2",
                            [](json& m) {
                              node_named(m, "silu")["inputs"][0]["arg"] = json{{"as_tensor", {{"name", "nowhere"}}}};
                            }),
               HasSubstr("reads 'nowhere', which no input or earlier node defines"));
-  EXPECT_THAT(edited_error("unet_up_block.pt2",
+  EXPECT_THAT(edited_error("unet_decoder_block.pt2",
                            [](json& m) { m["graph_module"]["graph"]["nodes"][0]["inputs"] = 7; }),
               AllOf(HasSubstr("node 'conv_transpose2d'"), HasSubstr("json")));  // reported, not a crash
 }

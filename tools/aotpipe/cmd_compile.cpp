@@ -2,8 +2,10 @@
 //                          [--trace FILE] [--check] [--no-svg] [--seed N] [--device D]
 //                          [--no-cpu-fallback]
 //
-// Every graph file (a directory stands for its *.aotg files, recursively) is read as a user
-// program: its forward function, with example inputs made from the inputs' TensorMeta. All of
+// Every graph file (a directory stands for its *.aotg and *.pt2 files, recursively) is read as a
+// user program: its forward function, with example inputs made from the inputs' TensorMeta. A
+// torch.export archive (.pt2) is imported (export/exported_program.h) and its flat function
+// compiled: lifted parameters, buffers and constants, then the user inputs. All of
 // them are compiled concurrently with compile_batch (metadata, dedupe, synthetic base, joint,
 // partition, compile; tracing on fake tensors). A file that cannot be read, parsed, verified or
 // compiled is reported with its stage and message, and the rest of the batch completes. Then a
@@ -11,6 +13,7 @@
 // the exit status is 1 when anything failed.
 #include "aotpipe/commands.h"
 #include "aotpipe/compile_report.h"
+#include "aotpipe/exported_programs.h"
 #include "aotpipe/graph_files.h"
 #include "aotpipe/load_graph.h"
 #include "aotpipe/progress.h"
@@ -68,11 +71,47 @@ struct GraphRow {
   bool ok() const { return failed_stage.empty(); }
 };
 
-// A graph file loaded and turned into a compile job, or the reason it could not be.
+// A graph file (or torch.export archive) loaded and turned into a compile job, or the reason it
+// could not be.
 struct PreparedGraph {
-  std::shared_ptr<Graph> graph;
+  std::shared_ptr<Graph> graph;            // an .aotg file
+  std::optional<ExportedProgram> program;  // a .pt2 archive
   std::optional<CompileJob> job;
 };
+
+CompileJob make_job(std::string name, Function fn, TensorList example_args, const CompileOptions& options,
+                    const Partitioner& partitioner) {
+  CompileJob job{std::move(name), std::move(fn), std::move(example_args), {}};
+  job.config.partition_fn = partitioner;
+  job.config.allow_cpu_fallback = !options.no_cpu_fallback;
+  return job;
+}
+
+// A .pt2 archive: its flat function (lifted state, then user inputs) compiled on metadata examples
+// of its graph's inputs, as an .aotg graph is.
+void prepare_exported(const GraphFile& file, const CompileOptions& options, const Partitioner& partitioner,
+                      GraphRow& row, PreparedGraph& prepared) {
+  try {
+    LoadExportedProgramOptions load;
+    if (!options.device.empty()) load.device = c10::Device(options.device);
+    prepared.program = load_exported_program(file.path, load);
+  } catch (const std::exception& e) {
+    row.failed_stage = "import error";
+    row.message = strip_backtrace(e.what());
+    return;
+  }
+  const ExportedProgram& program = *prepared.program;
+  row.name = program.name();
+  try {
+    CompileJob job = make_job(row.name, program.flat_function(), metadata_example_args(program.graph()), options,
+                              partitioner);
+    job.config.num_params_buffers = program.lifted_tensors().size();
+    prepared.job = std::move(job);
+  } catch (const std::exception& e) {
+    row.failed_stage = "unsupported";
+    row.message = strip_backtrace(e.what());
+  }
+}
 
 PreparedGraph prepare(const GraphFile& file, const CompileOptions& options, const Partitioner& partitioner,
                       GraphRow& row) {
@@ -81,6 +120,10 @@ PreparedGraph prepare(const GraphFile& file, const CompileOptions& options, cons
   if (!file.error.empty()) {
     row.failed_stage = to_string(FailureStage::Read);
     row.message = file.error;
+    return prepared;
+  }
+  if (is_exported_program_file(file.path)) {
+    prepare_exported(file, options, partitioner, row, prepared);
     return prepared;
   }
   LoadedGraph loaded = load_graph(file.path);
@@ -96,10 +139,8 @@ PreparedGraph prepare(const GraphFile& file, const CompileOptions& options, cons
     auto gen = at::make_generator<at::CPUGeneratorImpl>(options.seed);
     bind_random_constants(*prepared.graph, gen);
     // Compiles are fake: metadata examples, so no data is made and no device is needed.
-    CompileJob job{row.name, graph_function(prepared.graph), metadata_example_args(*prepared.graph), {}};
-    job.config.partition_fn = partitioner;
-    job.config.allow_cpu_fallback = !options.no_cpu_fallback;
-    prepared.job = std::move(job);
+    prepared.job = make_job(row.name, graph_function(prepared.graph), metadata_example_args(*prepared.graph), options,
+                            partitioner);
   } catch (const std::exception& e) {
     row.failed_stage = "unsupported";
     row.message = strip_backtrace(e.what());
@@ -118,9 +159,15 @@ void make_names_unique(std::vector<GraphRow>& rows, std::vector<PreparedGraph>& 
   }
 }
 
-// Runs the compiled function against the graph run eagerly on fresh random inputs.
+// Runs the compiled function against the graph run eagerly on fresh random inputs (a .pt2: on
+// copies of its state and its sample inputs).
 std::vector<std::string> check_against_eager(const PreparedGraph& prepared, const CompileOutput& compiled,
                                              uint64_t seed) {
+  if (prepared.program) {
+    const ExportedProgram& program = *prepared.program;
+    return compare_with_eager(program.flat_function(), compiled.runtime,
+                              [&program, seed] { return check_inputs(program, seed + 1); });
+  }
   const Graph& graph = *prepared.graph;
   auto make_inputs = [&graph, seed] {
     auto gen = at::make_generator<at::CPUGeneratorImpl>(seed + 1);
@@ -206,7 +253,7 @@ int run_compile(const CompileOptions& options) {
   // A bad pipeline text is a usage error, reported before any work (exit 2 from main).
   const Pipeline<CompileState> pipeline = compile_stage_registry().parse(options.pipeline, "aot");
 
-  const std::vector<GraphFile> files = collect_graph_files(options.inputs);
+  const std::vector<GraphFile> files = collect_graph_files(options.inputs, {kGraphExtension, kExportExtension});
   std::vector<GraphRow> rows(files.size());
   std::vector<PreparedGraph> prepared(files.size());
   for (std::size_t i = 0; i < files.size(); ++i) {
@@ -292,7 +339,10 @@ Command add_compile_command(CLI::App& parent) {
   CLI::App* app = parent.add_subcommand(
       "compile", "Compile graph files ahead of time (metadata, dedupe, synthetic base, joint, partition, compile), "
                  "concurrently, and report each");
-  app->add_option("inputs", options->inputs, "Graph files, or directories searched recursively for *.aotg")->required();
+  app->add_option("inputs", options->inputs,
+                  "Graph files (.aotg) and torch.export archives (.pt2), or directories searched recursively for "
+                  "both")
+      ->required();
   app->add_option("-j,--jobs", options->jobs, "Graphs compiled at once (worker threads); 0: one per core")
       ->capture_default_str();
   app->add_option("--pipeline", options->pipeline, "The stages, as text")->capture_default_str();

@@ -96,7 +96,9 @@ void write_graph_outputs(const CompileState& state, const GraphSummary& summary,
   write_file(dir / "forward.aotg", print_graph(state.partition->forward));
   write_file(dir / "backward.aotg", print_graph(state.partition->backward));
   write_file(dir / "joint.dot", joint_graph_dot(*state.joint, *state.partition));
-  if (svg) render_svg(dir / "joint.dot", dir / "joint.svg");
+  // Graphviz lays out a few hundred nodes in about a minute (an LSTM's joint graph), far longer
+  // than the compile: larger joints keep their joint.dot only.
+  if (svg && state.joint->graph.num_nodes() <= kMaxSvgNodes) render_svg(dir / "joint.dot", dir / "joint.svg");
 }
 
 }  // namespace aotpipe::cli

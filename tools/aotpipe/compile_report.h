@@ -9,6 +9,8 @@
 
 namespace aotpipe::cli {
 
+inline constexpr std::size_t kMaxSvgNodes = 150;
+
 struct PartitionNumbers {
   std::size_t saved = 0;       // values saved for the backward
   int64_t saved_bytes = 0;
@@ -28,7 +30,8 @@ GraphSummary summarize(const CompileState& state);
 
 // Into `dir` (created): forward.aotg and backward.aotg (training) or inference.aotg,
 // joint.aotg, metadata.json, partition.txt (saved values with their bytes, recomputed ops, both
-// partitioners' totals), joint.dot, and joint.svg when `render_svg` and Graphviz `dot` runs.
+// partitioners' totals), joint.dot, and joint.svg when `render_svg`, Graphviz `dot` runs and the
+// joint graph has at most kMaxSvgNodes nodes.
 // Throws std::runtime_error naming the file on an I/O failure.
 void write_graph_outputs(const CompileState& state, const GraphSummary& summary, const std::filesystem::path& dir,
                          bool render_svg);

@@ -1,6 +1,7 @@
 #include "aotpipe/graph_files.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -14,7 +15,13 @@ namespace aotpipe::cli {
 
 namespace fs = std::filesystem;
 
-std::vector<GraphFile> collect_graph_files(const std::vector<std::string>& paths) {
+bool is_exported_program_file(const fs::path& path) { return path.extension() == kExportExtension; }
+
+std::vector<GraphFile> collect_graph_files(const std::vector<std::string>& paths,
+                                           const std::vector<std::string>& extensions) {
+  auto wanted = [&](const fs::path& p) {
+    return std::find(extensions.begin(), extensions.end(), p.extension().string()) != extensions.end();
+  };
   std::vector<GraphFile> files;
   for (const std::string& arg : paths) {
     fs::path path(arg);
@@ -31,14 +38,14 @@ std::vector<GraphFile> collect_graph_files(const std::vector<std::string>& paths
     std::vector<fs::path> found;
     fs::recursive_directory_iterator it(path, fs::directory_options::follow_directory_symlink, ec);
     for (; !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
-      if (it->path().extension() == kGraphExtension && !it->is_directory()) found.push_back(it->path());
+      if (wanted(it->path()) && !it->is_directory()) found.push_back(it->path());
     }
     if (ec) {
       files.push_back({path, fmt::format("cannot list directory: {}", ec.message())});
       continue;
     }
     if (found.empty()) {
-      files.push_back({path, fmt::format("directory holds no {} files", kGraphExtension)});
+      files.push_back({path, fmt::format("directory holds no {} files", fmt::join(extensions, " or "))});
       continue;
     }
     std::sort(found.begin(), found.end());

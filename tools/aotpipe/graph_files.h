@@ -1,5 +1,5 @@
 #pragma once
-// Finding and reading graph files (the IR text form, extension .aotg).
+// Finding and reading graph files: the IR text form (.aotg) and torch.export archives (.pt2).
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -7,6 +7,10 @@
 namespace aotpipe::cli {
 
 inline constexpr const char* kGraphExtension = ".aotg";
+inline constexpr const char* kExportExtension = ".pt2";
+
+// True for a torch.export archive (by its extension).
+bool is_exported_program_file(const std::filesystem::path& path);
 
 // One entry per graph file to process, in order. `error` is set for a command-line path that
 // does not exist, a directory that cannot be listed or holds no graph file; such entries are
@@ -17,9 +21,10 @@ struct GraphFile {
 };
 
 // Expands command-line paths: a file is taken as is (whatever its extension); a directory
-// contributes every *.aotg file below it, recursively, sorted by path. A directory holding no
-// graph file is an error entry too.
-std::vector<GraphFile> collect_graph_files(const std::vector<std::string>& paths);
+// contributes every file below it with one of `extensions`, recursively, sorted by path. A
+// directory holding no such file is an error entry too.
+std::vector<GraphFile> collect_graph_files(const std::vector<std::string>& paths,
+                                           const std::vector<std::string>& extensions = {kGraphExtension});
 
 // The whole file as text; throws std::runtime_error naming the file and the reason.
 std::string read_text_file(const std::filesystem::path& path);
