@@ -61,8 +61,7 @@ class GraphImporter {
       : json_(graph_json), graph_(std::move(graph_name)), symbols_(symbols), where_(where) {}
 
   Graph run() {
-    const Json& tensor_values = json_.at("tensor_values");
-    for (auto it = tensor_values.begin(); it != tensor_values.end(); ++it) metas_.emplace(it.key(), &it.value());
+    scopes_.emplace_back(json_);
     add_inputs();
     for (const Json& node : json_.at("nodes")) add_node(node);
     set_outputs();
@@ -77,8 +76,9 @@ class GraphImporter {
   [[noreturn]] void fail_node(const std::string& message) const { fail(fmt::format("{}: {}", node_label(), message)); }
 
   TensorMeta meta_of(const std::string& name) {
-    auto it = metas_.find(name);
-    if (it == metas_.end()) fail(fmt::format("tensor '{}' has no entry in the graph's tensor_values", name));
+    const auto& metas = scopes_.back().metas;
+    auto it = metas.find(name);
+    if (it == metas.end()) fail(fmt::format("tensor '{}' has no entry in the graph's tensor_values", name));
     try {
       return tensor_meta_from_serde(*it->second, symbols_);
     } catch (const std::exception& e) {
@@ -87,9 +87,10 @@ class GraphImporter {
   }
 
   Value* value(const std::string& name) {
-    Value* v = graph_.find_value(name);
-    if (!v) fail_node(fmt::format("reads '{}', which no input or earlier node defines", name));
-    return v;
+    const auto& values = scopes_.back().values;
+    auto it = values.find(name);
+    if (it == values.end()) fail_node(fmt::format("reads '{}', which no input or earlier node defines", name));
+    return it->second;
   }
 
   void add_inputs() {
@@ -98,7 +99,7 @@ class GraphImporter {
       const std::string& kind = union_key(input);
       if (kind == "as_tensor") {
         const std::string name = input.at("as_tensor").at("name").get<std::string>();
-        graph_.add_input(name, meta_of(name));
+        scopes_.back().values[name] = graph_.add_input(name, meta_of(name));
       } else if (kind == "as_token") {
         fail(fmt::format("graph input {} is an effect token: programs with side-effectful custom ops are not supported",
                          index));
@@ -231,8 +232,8 @@ class GraphImporter {
     const std::size_t dot2 = rest.rfind('.');
     const std::string ns(rest.substr(0, dot1));
     if (ns == "higher_order")
-      fail_node(fmt::format("higher-order operator {} is not supported (control flow, grad-mode regions, wrapped "
-                            "subgraphs); export without it or inline it",
+      fail_node(fmt::format("higher-order operator {} is not supported (control flow, wrapped subgraphs; only "
+                            "grad-mode regions are); export without it or inline it",
                             rest.substr(dot1 + 1)));
     if (dot1 == std::string_view::npos || dot1 == dot2) fail_node("target is not torch.ops.<namespace>.<op>.<overload>");
     const std::string op_name = ns + "::" + std::string(rest.substr(dot1 + 1, dot2 - dot1 - 1));
@@ -366,10 +367,12 @@ class GraphImporter {
       fail_node(fmt::format("argument '{}' is not in the schema {}", given.begin()->first, c10::toString(schema)));
 
     std::vector<OutputSpec> outputs;
+    std::vector<std::string> export_names;  // what the export calls each result ("" for none)
     auto tensor_output = [&](const std::string& name) {
       OutputSpec spec;
-      spec.name = name;
+      spec.name = graph_.fresh_name(name);  // the export's name unless a subgraph used it already
       spec.meta = meta_of(name);
+      export_names.push_back(name);
       return spec;
     };
     for (const Json& out : node.at("outputs")) {
@@ -380,28 +383,80 @@ class GraphImporter {
         for (const Json& t : out.at("as_tensors")) outputs.push_back(tensor_output(t.at("name").get<std::string>()));
       } else if (kind == "as_none" || (kind == "as_optional_tensor" && union_key(out.at(kind)) == "as_none")) {
         outputs.emplace_back();  // an optional result that is None: a fresh, unused name
+        export_names.emplace_back();
       } else if (kind == "as_optional_tensor") {
         outputs.push_back(tensor_output(out.at(kind).at("as_tensor").at("name").get<std::string>()));
       } else {
         fail_node(fmt::format("output kind '{}' is not supported (only tensor results are)", kind));
       }
     }
-    if (!node.at("outputs").empty() || schema.returns().empty()) {
-      // As serialized: one entry per result (and per element of a Tensor[] result).
-    } else {
-      outputs.clear();  // results the export dropped: fresh names
-    }
+    Node* call = nullptr;
     try {
-      graph_.add_call(op, std::move(args), std::move(outputs));
+      call = graph_.add_call(op, std::move(args), std::move(outputs));
     } catch (const std::exception& e) {
       fail_node(e.what());
     }
+    for (std::size_t i = 0; i < export_names.size() && i < call->num_outputs(); ++i)
+      if (!export_names[i].empty()) scopes_.back().values[export_names[i]] = call->output(i);
+  }
+
+  // torch.export's grad-mode region (`with torch.no_grad():` in a training-IR forward): a
+  // subgraph run with grad mode off, inlined here. Its inputs are detached on entry, so nothing
+  // it computes requires grad or reaches the backward, as under no_grad; an enabling region only
+  // matters inside a disabling one, whose inputs are already detached, so it is inlined as is.
+  void inline_grad_mode_region(const Json& node) {
+    const Json& inputs = node.at("inputs");
+    if (inputs.size() < 2) fail_node("expected (enabled, subgraph, operands...)");
+    const bool enabled = inputs[0].at("arg").at("as_bool").get<bool>();
+    const Json& subgraph = inputs[1].at("arg").at("as_graph").at("graph");
+    const Json& sub_inputs = subgraph.at("inputs");
+    if (sub_inputs.size() != inputs.size() - 2)
+      fail_node(fmt::format("the subgraph takes {} inputs, the node passes {}", sub_inputs.size(), inputs.size() - 2));
+    Scope inner(subgraph);
+    const std::string outer_target = target_, outer_name = node_name_;
+    for (std::size_t i = 0; i < sub_inputs.size(); ++i) {
+      const Json& operand = inputs[i + 2].at("arg");
+      if (union_key(operand) != "as_tensor" || union_key(sub_inputs[i]) != "as_tensor")
+        fail_node(fmt::format("operand {} of the grad-mode region is not a tensor", i));
+      Value* v = value(operand.at("as_tensor").at("name").get<std::string>());
+      if (!enabled) {
+        OutputSpec detached;
+        detached.name = graph_.fresh_name(v->name() + "_no_grad");
+        if (v->meta()) {
+          detached.meta = *v->meta();
+          detached.meta->requires_grad = false;
+        }
+        v = graph_.add_call("aten::detach", {v}, {std::move(detached)})->output();
+      }
+      inner.values[sub_inputs[i].at("as_tensor").at("name").get<std::string>()] = v;
+    }
+    scopes_.push_back(std::move(inner));
+    for (const Json& sub_node : subgraph.at("nodes")) add_node(sub_node);
+    std::vector<Value*> results;
+    for (const Json& out : subgraph.at("outputs")) {
+      if (union_key(out) != "as_tensor") fail_node("a grad-mode region returning a non-tensor is not supported");
+      results.push_back(value(out.at("as_tensor").at("name").get<std::string>()));
+    }
+    scopes_.pop_back();
+    target_ = outer_target;
+    node_name_ = outer_name;
+    std::vector<std::string> names;
+    for (const Json& out : node.at("outputs")) {
+      if (union_key(out) == "as_tensor") names.push_back(out.at("as_tensor").at("name").get<std::string>());
+      else if (union_key(out) == "as_tensors")
+        for (const Json& t : out.at("as_tensors")) names.push_back(t.at("name").get<std::string>());
+      else fail_node(fmt::format("output kind '{}' of a grad-mode region is not supported", union_key(out)));
+    }
+    if (names.size() > results.size())
+      fail_node(fmt::format("the node names {} results, its subgraph returns {}", names.size(), results.size()));
+    for (std::size_t i = 0; i < names.size(); ++i) scopes_.back().values[names[i]] = results[i];
   }
 
   void add_node(const Json& node) {
     target_ = node.at("target").get<std::string>();
     node_name_ = node.value("name", std::string("?"));
     try {
+      if (target_ == "torch.ops.higher_order.wrap_with_set_grad_enabled") return inline_grad_mode_region(node);
       if (evaluate_symbolic(node)) return;
       if (target_.rfind(kOpsPrefix, 0) != 0)
         fail_node("this target is not an operator (torch.ops.*) nor symbolic arithmetic this importer evaluates");
@@ -413,11 +468,22 @@ class GraphImporter {
     }
   }
 
+  // The export's names in one graph: the top one, or a subgraph of a grad-mode region (which
+  // reuses outer names for its own values).
+  struct Scope {
+    explicit Scope(const Json& graph_json) {
+      const Json& tensor_values = graph_json.at("tensor_values");
+      for (auto it = tensor_values.begin(); it != tensor_values.end(); ++it) metas.emplace(it.key(), &it.value());
+    }
+    std::unordered_map<std::string, const Json*> metas;
+    std::unordered_map<std::string, Value*> values;
+  };
+
   const Json& json_;
   Graph graph_;
   const SymbolValues& symbols_;
   std::string_view where_;
-  std::unordered_map<std::string, const Json*> metas_;
+  std::vector<Scope> scopes_;
   std::unordered_map<std::string, int64_t> sym_ints_;
   std::unordered_map<std::string, bool> sym_bools_;
   std::string target_;

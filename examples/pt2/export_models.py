@@ -2,7 +2,8 @@
 
 For every model this writes, next to this script:
   <name>.pt2            torch.export.save of torch.export.export(model, args): the training IR
-  <name>.aten.pt2       the same program after ep.run_decompositions(): the core-ATen IR
+  <name>.aten.pt2       the same program after ep.run_decompositions(): the core-ATen IR (all
+                        but no_grad_region)
   <name>.expected.pt    torch.save of what eager PyTorch computes on the sample inputs, one
                         training (or inference) step of the original nn.Module:
                           "inputs"        the user inputs (also the archive's sample inputs)
@@ -142,6 +143,25 @@ class BufferMutationConst(nn.Module):
         return torch.tanh(y)
 
 
+class NoGradRegion(nn.Module):
+    """A `with torch.no_grad():` block whose result is also used with grad: the training IR keeps
+    it as a grad-mode region (higher-order op wrap_with_set_grad_enabled). No core-ATen archive:
+    run_decompositions() in torch 2.11 inlines the region without its no_grad, so a backward
+    through that program differentiates the block (PyTorch's own ep.module() does too)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(6, 6)
+        self.register_buffer("ema", torch.zeros(6))
+
+    def forward(self, x):
+        y = self.lin(x)
+        with torch.no_grad():
+            batch_mean = y.mean(0)
+            self.ema.mul_(0.9).add_(batch_mean, alpha=0.1)
+        return torch.tanh(y) * batch_mean
+
+
 class EvalClassifier(nn.Module):
     """An inference model: conv, BatchNorm and Dropout in eval mode, pooling, a linear head."""
 
@@ -171,20 +191,22 @@ class DynamicMlp(nn.Module):
 
 
 def models():
-    """(name, module factory, input factory, training, dynamic_shapes) per example model."""
+    """(name, module factory, input factory, training, dynamic_shapes, with a core-ATen archive)
+    per example model."""
     g = lambda: torch.Generator().manual_seed(7)
     return [
-        ("resnet_bn_train", ResNetTrain, lambda: (torch.randn(4, 3, 16, 16, generator=g()),), True, None),
+        ("resnet_bn_train", ResNetTrain, lambda: (torch.randn(4, 3, 16, 16, generator=g()),), True, None, True),
         ("gpt_block_loss", GptBlockLoss,
          lambda: (torch.randint(0, 32, (2, 8), generator=g()), torch.randint(0, 32, (2, 8), generator=g())),
-         True, None),
-        ("lstm_tagger", LstmTagger, lambda: (torch.randint(0, 20, (3, 7), generator=g()),), True, None),
+         True, None, True),
+        ("lstm_tagger", LstmTagger, lambda: (torch.randint(0, 20, (3, 7), generator=g()),), True, None, True),
         ("unet_decoder_block", UNetUpBlock,
-         lambda: (torch.randn(2, 16, 4, 4, generator=g()), torch.randn(2, 8, 6, 6, generator=g())), True, None),
-        ("buffer_mutation_const", BufferMutationConst, lambda: (torch.randn(5, 6, generator=g()),), True, None),
-        ("eval_classifier", EvalClassifier, lambda: (torch.randn(2, 3, 8, 8, generator=g()),), False, None),
+         lambda: (torch.randn(2, 16, 4, 4, generator=g()), torch.randn(2, 8, 6, 6, generator=g())), True, None, True),
+        ("buffer_mutation_const", BufferMutationConst, lambda: (torch.randn(5, 6, generator=g()),), True, None, True),
+        ("no_grad_region", NoGradRegion, lambda: (torch.randn(5, 6, generator=g()),), True, None, False),
+        ("eval_classifier", EvalClassifier, lambda: (torch.randn(2, 3, 8, 8, generator=g()),), False, None, True),
         ("dynamic_mlp", DynamicMlp, lambda: (torch.randn(4, 8, generator=g()),), True,
-         ({0: torch.export.Dim("batch", min=2, max=64)},)),
+         ({0: torch.export.Dim("batch", min=2, max=64)},), True),
     ]
 
 
@@ -205,7 +227,7 @@ def eager_step(model, args, training):
     return result
 
 
-def export_one(name, make_model, make_inputs, training, dynamic_shapes, out_dir):
+def export_one(name, make_model, make_inputs, training, dynamic_shapes, with_aten, out_dir):
     torch.manual_seed(0)
     model = make_model()
     model.train(training)
@@ -214,7 +236,8 @@ def export_one(name, make_model, make_inputs, training, dynamic_shapes, out_dir)
     ep = torch.export.export(model, args, dynamic_shapes=dynamic_shapes)
     model.load_state_dict(state)  # export must not have moved the buffers; restore regardless
     torch.export.save(ep, os.path.join(out_dir, f"{name}.pt2"))
-    torch.export.save(ep.run_decompositions(), os.path.join(out_dir, f"{name}.aten.pt2"))
+    if with_aten:
+        torch.export.save(ep.run_decompositions(), os.path.join(out_dir, f"{name}.aten.pt2"))
 
     # The oracle: the original module, on a copy of the state the archive holds.
     eager = copy.deepcopy(model)
@@ -235,10 +258,10 @@ def main():
     ap.add_argument("--only")
     opts = ap.parse_args()
     torch.use_deterministic_algorithms(True)
-    for name, make_model, make_inputs, training, dyn in models():
+    for name, make_model, make_inputs, training, dyn, with_aten in models():
         if opts.only and name != opts.only:
             continue
-        export_one(name, make_model, make_inputs, training, dyn, opts.out)
+        export_one(name, make_model, make_inputs, training, dyn, with_aten, opts.out)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,8 @@ namespace aotpipe::pt2 {
 // nodes (aten::sym_size.int, operator.mul, ...) are evaluated here, so the graph has none;
 // a Python number passed for a Tensor parameter becomes a wrapped-number tensor constant, as
 // Python's argument parser makes it; `_assert_tensor_metadata` nodes are dropped (the tracer
-// checks metadata itself, and `--device` would make their device argument wrong).
+// checks metadata itself, and `--device` would make their device argument wrong); grad-mode
+// regions (`with torch.no_grad():`) are inlined with their inputs detached.
 // Throws Pt2Error naming `where`, the node and the argument.
 Graph import_graph(const Json& graph_json, std::string graph_name, const SymbolValues& symbols,
                    std::string_view where);

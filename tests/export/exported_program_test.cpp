@@ -12,6 +12,7 @@
 #include <torch/autograd.h>
 #include <torch/torch.h>
 
+#include <filesystem>
 #include <string>
 
 namespace aotpipe {
@@ -30,11 +31,23 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   return info.param.model + (info.param.variant.empty() ? "_training_ir" : "_aten_ir");
 }
 
+const char* const kModels[] = {"resnet_bn_train",       "gpt_block_loss",  "lstm_tagger",  "unet_decoder_block",
+                               "buffer_mutation_const", "eval_classifier", "dynamic_mlp", "no_grad_region"};
+
+// Every archive of every model (no_grad_region has no core-ATen archive: see export_models.py).
 std::vector<Case> all_cases() {
   std::vector<Case> cases;
-  for (const char* model : {"resnet_bn_train", "gpt_block_loss", "lstm_tagger", "unet_decoder_block",
-                            "buffer_mutation_const", "eval_classifier", "dynamic_mlp"})
-    for (const char* variant : {"", ".aten"}) cases.push_back({model, variant});
+  for (const char* model : kModels)
+    for (const char* variant : {"", ".aten"})
+      if (std::filesystem::exists(pt2_dir() / (std::string(model) + variant + ".pt2"))) cases.push_back({model, variant});
+  return cases;
+}
+
+// The archives whose model also has a core-ATen archive: the reference of the signature test.
+std::vector<Case> cases_with_aten_reference() {
+  std::vector<Case> cases;
+  for (const Case& c : all_cases())
+    if (std::filesystem::exists(pt2_dir() / (c.model + ".aten.pt2"))) cases.push_back(c);
   return cases;
 }
 
@@ -115,7 +128,9 @@ TEST_P(ExportedProgramTest, CompiledMatchesPyTorch) {
 // The compiled signature against what torch.export wrote for the functional (core ATen) program:
 // the same input specs (kind, FQN, persistence) and output specs (kind, target) in the same order,
 // plus, for a training compile, one GRADIENT_TO_PARAMETER per parameter.
-TEST_P(ExportedProgramTest, CompiledSignatureMatchesTorchExport) {
+class CompiledSignatureTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(CompiledSignatureTest, MatchesTorchExport) {
   const Case& c = GetParam();
   const EagerStep expected = testing::load_eager_step(c.model);
   ExportedProgram program = load_exported_program(pt2_dir() / c.file());
@@ -144,6 +159,22 @@ TEST_P(ExportedProgramTest, CompiledSignatureMatchesTorchExport) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Pt2Examples, ExportedProgramTest, ::testing::ValuesIn(all_cases()), case_name);
+INSTANTIATE_TEST_SUITE_P(Pt2Examples, CompiledSignatureTest, ::testing::ValuesIn(cases_with_aten_reference()),
+                         case_name);
+
+TEST(ExportedProgramCases, EveryModelIsTested) {
+  EXPECT_EQ(all_cases().size(), 2 * std::size(kModels) - 1);  // all but no_grad_region have two archives
+}
+
+// The training IR keeps `with torch.no_grad():` as a grad-mode region; it is inlined with its
+// inputs detached (what CompiledMatchesPyTorch checks numerically), visible in the graph.
+TEST(ExportedProgramLoad, GradModeRegionIsInlinedDetached) {
+  ExportedProgram program = load_exported_program(pt2_dir() / "no_grad_region.pt2");
+  std::size_t detaches = 0;
+  for (const Node* node : program.graph().nodes())
+    if (node->is_call() && node->qualified_name() == "aten::detach") ++detaches;
+  EXPECT_EQ(detaches, 2u);  // the region's two operands: the linear's output and the buffer
+}
 
 TEST(ExportedProgramLoad, SignatureAndStateAsWritten) {
   ExportedProgram program = load_exported_program(pt2_dir() / "buffer_mutation_const.pt2");
