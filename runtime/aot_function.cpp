@@ -3,11 +3,6 @@
 #include <aotpipe/runtime/aot_function.h>
 #include <aotpipe/runtime/aot_runtime.h>
 #include <aotpipe/runtime/torch_thread_state.h>
-#include <aotpipe/stages/compile/compile_stage.h>
-#include <aotpipe/stages/dedupe/dedupe.h>
-#include <aotpipe/stages/joint/joint.h>
-#include <aotpipe/stages/metadata/metadata_stage.h>
-#include <aotpipe/stages/synthetic_base/synthetic_base.h>
 
 #include <ATen/core/grad_mode.h>
 #include <fmt/format.h>
@@ -16,17 +11,6 @@
 #include <unordered_map>
 
 namespace aotpipe {
-
-Pipeline<CompileState> default_compile_pipeline() {
-  Pipeline<CompileState> p("aot");
-  p.add(CollectMetadataStage{})
-      .add(DedupeStage{})
-      .add(SyntheticBaseStage{})
-      .add(JointStage{})
-      .add(PartitionStage{})
-      .add(CompileGraphsStage{});
-  return p;
-}
 
 Scheduler& default_compile_scheduler() {
   static Scheduler* scheduler = [] {

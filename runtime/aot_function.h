@@ -13,7 +13,7 @@ namespace aotpipe {
 
 class Scheduler;
 
-// metadata, dedupe, synthetic_base, joint, partition, compile: the stages of one compile.
+// The stages of one compile: every stage of compile_stages() (compile_pipeline.h), in order.
 Pipeline<CompileState> default_compile_pipeline();
 
 struct CompileOutput {

@@ -1,6 +1,6 @@
 #pragma once
-// The compile stages by name, so a pipeline can be written as text (`aotpipe compile
-// --pipeline`, as `opt -passes=`):
+// The compile stages: their one list, and the pipelines made from it. A pipeline can be written
+// as text (`aotpipe compile --pipeline`, as `opt -passes=`):
 //
 //   metadata,dedupe,synthetic_base,joint,partition(min_cut),compile
 //
@@ -10,14 +10,29 @@
 #include <aotpipe/pipeline/stage_registry.h>
 #include <aotpipe/stages/compile_state.h>
 
+#include <string>
 #include <string_view>
+#include <vector>
 
 namespace aotpipe {
 
-// The text of default_compile_pipeline().
-inline constexpr std::string_view kDefaultCompilePipeline = "metadata,dedupe,synthetic_base,joint,partition,compile";
+// One compile stage: its name in pipeline text, what it does, and how to make it.
+struct CompileStageEntry {
+  std::string_view name;
+  std::string_view summary;    // one line: the CLI's help, the docs' stage table
+  std::string_view parameter;  // what its optional parameter may be; empty: it takes none
+  StageRegistry<CompileState>::Factory make;
+};
 
-// Registers metadata, dedupe, synthetic_base, joint, partition and compile.
+// The compile stages in the order of the default pipeline. The one list of them: the default
+// pipeline, the registry, `aotpipe compile --help` and `--list-stages`, and the stage table of
+// docs/cli.md (checked by the cli_stages_in_docs test) all derive from it.
+const std::vector<CompileStageEntry>& compile_stages();
+
+// The default pipeline as text: every stage of compile_stages(), in order.
+const std::string& default_compile_pipeline_text();
+
+// Registers every stage of compile_stages().
 void add_compile_stages(StageRegistry<CompileState>& registry);
 // A registry holding exactly those (and the built-in `group`).
 const StageRegistry<CompileState>& compile_stage_registry();

@@ -14,6 +14,8 @@
 #                                             and message, the good ones still compile, exit status 1
 #   cli_test.sh compile_usage    AOTPIPE SOURCE_DIR
 #                                             --pipeline and --partitioner: text pipelines, usage errors
+#   cli_test.sh stages_in_docs   AOTPIPE SOURCE_DIR
+#                                             docs/cli.md's stage table is what --list-stages prints
 #   cli_test.sh compile_cuda     AOTPIPE SOURCE_DIR
 #                                             --device cuda:0 without a GPU: every example compiles and
 #                                             every value of its compiled graphs is on cuda:0
@@ -184,6 +186,15 @@ case $mode in
       bash -c "grep -q frobnicate '$tmp/err' && grep -q synthetic_base '$tmp/err'"
     run compile "$src/examples/mlp_layer.aotg" --partitioner fastest
     check "an unknown partitioner is refused" test "$(rc)" -ne 0
+    ;;
+  stages_in_docs)
+    # The stage table of docs/cli.md is the one `--list-stages` prints from compile_stages().
+    run compile --list-stages
+    check "--list-stages exits 0" test "$(rc)" -eq 0
+    check "six stages listed" test "$(grep -c '^| `' "$tmp/out")" -eq 6
+    while IFS= read -r line; do
+      check "docs/cli.md has: $line" grep -qxF "  $line" "$src/docs/cli.md"
+    done <"$tmp/out"
     ;;
   compile_fallback)
     # An op without a Meta kernel: counted (table, summary) when allowed, named when refused.

@@ -146,6 +146,23 @@ TEST(CompilePipelineText, PartitionParameterOverridesTheConfig) {
   EXPECT_EQ(state.partition->saved_values, by_default.saved_values);
 }
 
+// compile_stages() is the one list: the default pipeline, its text and the registry follow it.
+TEST(CompilePipelineText, OneListOfStages) {
+  std::vector<std::string_view> listed;
+  for (const CompileStageEntry& stage : compile_stages()) {
+    listed.push_back(stage.name);
+    EXPECT_TRUE(compile_stage_registry().contains(stage.name)) << stage.name;
+    EXPECT_FALSE(stage.summary.empty()) << stage.name;
+  }
+  EXPECT_EQ(listed.size(), 6u);
+  EXPECT_EQ(compile_stage_registry().names().size(), listed.size() + 1);  // and `group`
+  const Pipeline<CompileState> pipeline = default_compile_pipeline();
+  const std::vector<std::string_view> stages = pipeline.stage_names();
+  EXPECT_EQ(std::vector<std::string>(stages.begin(), stages.end()),
+            std::vector<std::string>(listed.begin(), listed.end()));
+  EXPECT_EQ(default_compile_pipeline_text(), "metadata,dedupe,synthetic_base,joint,partition,compile");
+}
+
 TEST(CompilePipelineText, ErrorsNameWhatIsWrong) {
   try {
     compile_stage_registry().parse("metadata,frobnicate,compile");
@@ -161,7 +178,7 @@ TEST(CompilePipelineText, ErrorsNameWhatIsWrong) {
     EXPECT_THAT(e.what(), HasSubstr("partition"));
   }
   EXPECT_THROW(partitioner_named("fastest"), std::invalid_argument);
-  EXPECT_NO_THROW(compile_stage_registry().parse(kDefaultCompilePipeline));
+  EXPECT_NO_THROW(compile_stage_registry().parse(default_compile_pipeline_text()));
 }
 
 }  // namespace

@@ -47,7 +47,7 @@ namespace {
 struct CompileOptions {
   std::vector<std::string> inputs;
   std::size_t jobs = 0;  // 0: the machine's cores
-  std::string pipeline{kDefaultCompilePipeline};
+  std::string pipeline = default_compile_pipeline_text();
   std::string partitioner = "min_cut";
   std::string out_dir;
   std::string trace_file;
@@ -334,18 +334,41 @@ int run_compile(const CompileOptions& options) {
 
 }  // namespace
 
+// "name (parameter): summary" for every stage, separated by `separator`.
+static std::string stage_list(std::string_view separator) {
+  std::string out;
+  for (const CompileStageEntry& stage : compile_stages())
+    out += fmt::format("{}{}{}: {}", separator, stage.name,
+                       stage.parameter.empty() ? "" : fmt::format("({})", stage.parameter), stage.summary);
+  return out;
+}
+
 Command add_compile_command(CLI::App& parent) {
   auto options = std::make_shared<CompileOptions>();
   CLI::App* app = parent.add_subcommand(
-      "compile", "Compile graph files ahead of time (metadata, dedupe, synthetic base, joint, partition, compile), "
-                 "concurrently, and report each");
+      "compile", fmt::format("Compile graph files ahead of time ({}), concurrently, and report each", [] {
+        std::vector<std::string_view> names;
+        for (const CompileStageEntry& stage : compile_stages()) names.push_back(stage.name);
+        return fmt::format("{}", fmt::join(names, ", "));
+      }()));
   app->add_option("inputs", options->inputs,
                   "Graph files (.aotg) and torch.export archives (.pt2), or directories searched recursively for "
                   "both")
       ->required();
   app->add_option("-j,--jobs", options->jobs, "Graphs compiled at once (worker threads); 0: one per core")
       ->capture_default_str();
-  app->add_option("--pipeline", options->pipeline, "The stages, as text")->capture_default_str();
+  app->add_option("--pipeline", options->pipeline, "The stages, as text: " + stage_list("\n  "))
+      ->capture_default_str();
+  app->add_flag_callback(
+      "--list-stages",
+      [] {
+        // The stage table of docs/cli.md, checked against this output by the cli_stages_in_docs test.
+        fmt::print("| stage | parameter | what it does |\n|---|---|---|\n");
+        for (const CompileStageEntry& stage : compile_stages())
+          fmt::print("| `{}` | {} | {} |\n", stage.name, stage.parameter.empty() ? "-" : stage.parameter, stage.summary);
+        throw CLI::Success();
+      },
+      "Print the compile stages (the names --pipeline takes) and exit");
   app->add_option("--partitioner", options->partitioner, "Partitioner of the joint graph")
       ->check(CLI::IsMember({"min_cut", "default"}))
       ->capture_default_str();
