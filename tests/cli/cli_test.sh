@@ -14,6 +14,9 @@
 #                                             and message, the good ones still compile, exit status 1
 #   cli_test.sh compile_usage    AOTPIPE SOURCE_DIR
 #                                             --pipeline and --partitioner: text pipelines, usage errors
+#   cli_test.sh shards           AOTPIPE SOURCE_DIR
+#                                             compile --shard K/N and gather: one report, missing shards
+#                                             named, deterministic assignment, usage errors
 #   cli_test.sh stages_in_docs   AOTPIPE SOURCE_DIR
 #                                             docs/cli.md's stage table is what --list-stages prints
 #   cli_test.sh compile_cuda     AOTPIPE SOURCE_DIR
@@ -186,6 +189,39 @@ case $mode in
       bash -c "grep -q frobnicate '$tmp/err' && grep -q synthetic_base '$tmp/err'"
     run compile "$src/examples/mlp_layer.aotg" --partitioner fastest
     check "an unknown partitioner is refused" test "$(rc)" -ne 0
+    ;;
+  shards)
+    # A batch in 3 shards (as 3 tasks of a job array would run it), merged by gather.
+    inputs=("$src/examples/pt2" "$src/examples/mlp_layer.aotg" "$src/examples/lstm_cell.aotg" "$fixtures/unknown_op.aotg")
+    total=$(( $(ls "$src"/examples/pt2/*.pt2 | wc -l) + 3 ))
+    for k in 0 1; do
+      run compile "${inputs[@]}" --shard "$k/3" --out "$tmp/o" --no-svg
+      check "shard $k/3 wrote its manifest" test -s "$tmp/o/shards/shard-$k-of-3.json"
+    done
+    run gather "$tmp/o/shards"
+    check "gather with a shard missing exits 1" test "$(rc)" -eq 1
+    check "gather names the missing shard and how to resubmit it" grep -qF "Missing shards: 2 of 3" "$tmp/out"
+    run compile "${inputs[@]}" --shard 2/3 --manifest "$tmp/o/shards/shard-2-of-3.json" --no-svg
+    run gather "$tmp/o/shards"
+    check "gather of all shards: exit 1 (the batch has one broken file)" test "$(rc)" -eq 1
+    check "the one report has every file once: $total graphs, $((total - 1)) ok, 1 failed" \
+      compile_summary_is "$total" "$((total - 1))" 1
+    check "no shard is missing" bash -c "! grep -q 'Missing shards' '$tmp/out'"
+    check "the broken file's failure, as compile reports it" compile_failed unknown_op.aotg "parse error" "unknown operator"
+    check "every graph of the batch in one table" bash -c "for n in mlp_layer lstm_cell resnet_bn_train resnet_bn_train.aten gpt_block_loss; do grep -qE \"^\$n \" '$tmp/out' || exit 1; done"
+    # The same shard twice gives the same files (deterministic assignment).
+    grep -o '"file": *"[^"]*"' "$tmp/o/shards/shard-1-of-3.json" >"$tmp/first"
+    run compile "${inputs[@]}" --shard 1/3 --out "$tmp/o2" --no-svg
+    grep -o '"file": *"[^"]*"' "$tmp/o2/shards/shard-1-of-3.json" >"$tmp/second"
+    check "a shard's files are the same on every run" cmp -s "$tmp/first" "$tmp/second"
+    run compile "${inputs[@]}" --shard 0/2 --out "$tmp/o" --no-svg
+    run gather "$tmp/o/shards"
+    check "manifests of another split are refused by name" \
+      bash -c "test \$(cat '$tmp/rc') -eq 2 && grep -q 'manifests of different batches' '$tmp/err'"
+    run compile "${inputs[@]}" --shard 3/3 --out "$tmp/o"
+    check "--shard 3/3 is a usage error" bash -c "test \$(cat '$tmp/rc') -ne 0 && grep -q 'K must be below N' '$tmp/err'"
+    run compile "${inputs[@]}" --shard 1/3
+    check "--shard without --out or --manifest is refused" bash -c "test \$(cat '$tmp/rc') -ne 0 && grep -q 'needs --out DIR or --manifest FILE' '$tmp/err'"
     ;;
   stages_in_docs)
     # The stage table of docs/cli.md is the one `--list-stages` prints from compile_stages().

@@ -11,6 +11,7 @@
 // compiled is reported with its stage and message, and the rest of the batch completes. Then a
 // summary table (ops, time per stage, CPU-fallback calls, saved bytes under default vs min-cut);
 // the exit status is 1 when anything failed.
+#include "aotpipe/batch_report.h"
 #include "aotpipe/commands.h"
 #include "aotpipe/compile_report.h"
 #include "aotpipe/exported_programs.h"
@@ -18,6 +19,7 @@
 #include "aotpipe/load_graph.h"
 #include "aotpipe/progress.h"
 #include "aotpipe/random_inputs.h"
+#include "aotpipe/shards.h"
 
 #include <aotpipe/graph/device_retarget.h>
 #include <aotpipe/pipeline/chrome_trace.h>
@@ -35,11 +37,14 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <numeric>
 #include <memory>
 #include <optional>
 #include <set>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 namespace aotpipe::cli {
 namespace {
@@ -56,20 +61,10 @@ struct CompileOptions {
   uint64_t seed = 0;
   std::string device;  // empty: as the graph files say
   bool no_cpu_fallback = false;
+  std::string shard;     // "K/N": compile only that shard of the batch
+  std::string manifest;  // where the shard's manifest goes (default: <out>/shards/shard-K-of-N.json)
 };
 
-// One row of the report: a graph file, compiled or not.
-struct GraphRow {
-  std::string file;
-  std::string name;  // the graph's, or the file's stem when it could not be read
-  std::optional<GraphSummary> summary;
-  std::map<std::string, double> stage_ms;  // top-level stages
-  CpuFallbackCounts cpu_fallbacks;         // ops its fake traces ran on the CPU kernel
-  double total_ms = 0;
-  std::string failed_stage;  // empty: ok
-  std::string message;
-  bool ok() const { return failed_stage.empty(); }
-};
 
 // A graph file (or torch.export archive) loaded and turned into a compile job, or the reason it
 // could not be.
@@ -176,84 +171,38 @@ std::vector<std::string> check_against_eager(const PreparedGraph& prepared, cons
   return compare_with_eager(graph_function(prepared.graph), compiled.runtime, make_inputs);
 }
 
-std::string fmt_ms(double ms) { return ms >= 100 ? fmt::format("{:.0f}", ms) : fmt::format("{:.2f}", ms); }
-std::string fmt_bytes(const std::optional<PartitionNumbers>& n) { return n ? std::to_string(n->saved_bytes) : "-"; }
-
-void print_table(const std::vector<GraphRow>& rows, const std::vector<std::string>& stages) {
-  std::size_t name_width = 5;
-  for (const GraphRow& r : rows) name_width = std::max(name_width, r.name.size());
-  fmt::print("{:<{}} {:>6} {:>5} {:>5}", "graph", name_width, "ops", "fw", "bw");
-  for (const std::string& s : stages) fmt::print(" {:>{}}", s, std::max<std::size_t>(s.size(), 7));
-  fmt::print(" {:>9} {:>8} {:>14} {:>14}  {}\n", "total ms", "fallback", "saved default", "saved min_cut", "result");
-  for (const GraphRow& r : rows) {
-    const GraphSummary* s = r.summary ? &*r.summary : nullptr;
-    fmt::print("{:<{}} {:>6} {:>5} {:>5}", r.name, name_width, s ? std::to_string(s->ops) : "-",
-               s ? std::to_string(s->forward_ops) : "-", s && s->training ? std::to_string(s->backward_ops) : "-");
-    for (const std::string& stage : stages) {
-      auto it = r.stage_ms.find(stage);
-      fmt::print(" {:>{}}", it == r.stage_ms.end() ? "-" : fmt_ms(it->second), std::max<std::size_t>(stage.size(), 7));
-    }
-    fmt::print(" {:>9} {:>8} {:>14} {:>14}  {}\n", r.total_ms > 0 ? fmt_ms(r.total_ms) : "-",
-               s ? std::to_string(total_cpu_fallback_calls(r.cpu_fallbacks)) : "-", s ? fmt_bytes(s->default_partition) : "-", s ? fmt_bytes(s->min_cut) : "-",
-               r.ok() ? "ok" : fmt::format("FAILED {}", r.failed_stage));
-  }
-}
-
-// Which ops ran their CPU kernel on zero-filled tensors instead of a Meta kernel, in how many
-// graphs: a compile of the others was truly fake.
-void print_cpu_fallbacks(const std::vector<GraphRow>& rows) {
-  CpuFallbackCounts total;
-  std::map<std::string, std::size_t> graphs_per_op;
-  std::size_t graphs = 0;
-  for (const GraphRow& r : rows) {
-    merge_cpu_fallbacks(total, r.cpu_fallbacks);
-    for (const auto& [op, calls] : r.cpu_fallbacks) ++graphs_per_op[op];
-    graphs += r.cpu_fallbacks.empty() ? 0 : 1;
-  }
-  if (total.empty()) {
-    fmt::print("  CPU fallback: none (every trace ran on Meta kernels only)\n");
-    return;
-  }
-  auto count = [](std::size_t n, const char* noun) { return fmt::format("{} {}{}", n, noun, n == 1 ? "" : "s"); };
-  fmt::print("  CPU fallback: {} in {} (ops without a Meta kernel ran on zero-filled CPU tensors):\n",
-             count(total_cpu_fallback_calls(total), "call"), count(graphs, "graph"));
-  for (const auto& [op, calls] : total)
-    fmt::print("    {:<48} {:>10} in {}\n", op, count(calls, "call"), count(graphs_per_op[op], "graph"));
-}
-
-void print_summary(const std::vector<GraphRow>& rows, double wall_seconds, std::size_t threads) {
-  std::size_t failed = 0, compiled = 0;
-  int64_t saved_default = 0, saved_min_cut = 0;
-  for (const GraphRow& r : rows) {
-    failed += r.ok() ? 0 : 1;
-    if (r.summary) ++compiled;
-    if (r.summary && r.summary->default_partition) {
-      saved_default += r.summary->default_partition->saved_bytes;
-      saved_min_cut += r.summary->min_cut->saved_bytes;
-    }
-  }
-  fmt::print("\nSummary\n");
-  fmt::print("  {:>8}  {:>8}  {:>8}  {:>10}  {:>10}  {:>14}  {:>14}\n", "graphs", "ok", "failed", "wall s", "graphs/s",
-             "saved default", "saved min_cut");
-  fmt::print("  {:>8}  {:>8}  {:>8}  {:>10.2f}  {:>10.1f}  {:>14}  {:>14}\n", rows.size(), rows.size() - failed, failed,
-             wall_seconds, wall_seconds > 0 ? compiled / wall_seconds : 0.0, saved_default, saved_min_cut);
-  fmt::print("  ({} worker threads)\n", threads);
-  print_cpu_fallbacks(rows);
-  if (!failed) return;
-  fmt::print("\nFailures\n");
-  for (const GraphRow& r : rows) {
-    if (r.ok()) continue;
-    fmt::print("  {} ({}): {}:\n", r.file, r.name, r.failed_stage);
-    print_message_lines(r.message, "    ");
-  }
+std::string host_name() {
+  char name[256] = {};
+  return ::gethostname(name, sizeof(name) - 1) == 0 ? std::string(name) : std::string("?");
 }
 
 int run_compile(const CompileOptions& options) {
+  if (!options.shard.empty() && options.manifest.empty() && options.out_dir.empty())
+    throw CLI::ValidationError("--shard", "needs --out DIR or --manifest FILE: where the shard's manifest goes");
   const Partitioner partitioner = partitioner_named(options.partitioner);
   // A bad pipeline text is a usage error, reported before any work (exit 2 from main).
   const Pipeline<CompileState> pipeline = compile_stage_registry().parse(options.pipeline, "aot");
 
-  const std::vector<GraphFile> files = collect_graph_files(options.inputs, {kGraphExtension, kExportExtension});
+  std::vector<GraphFile> files = collect_graph_files(options.inputs, {kGraphExtension, kExportExtension});
+  // A shard keeps its files of the batch, in batch order, and remembers where they were.
+  std::optional<ShardSpec> shard;
+  std::vector<std::size_t> batch_indices(files.size());
+  std::iota(batch_indices.begin(), batch_indices.end(), 0);
+  std::string batch_name;
+  const std::size_t batch_files = files.size();
+  if (!options.shard.empty()) {
+    shard = parse_shard(options.shard);
+    batch_name = batch_id(files, shard->count);
+    const std::vector<std::size_t> shard_of = assign_shards(files, shard->count);
+    std::vector<GraphFile> mine;
+    batch_indices.clear();
+    for (std::size_t i = 0; i < files.size(); ++i)
+      if (shard_of[i] == shard->index) {
+        mine.push_back(files[i]);
+        batch_indices.push_back(i);
+      }
+    files = std::move(mine);
+  }
   std::vector<GraphRow> rows(files.size());
   std::vector<PreparedGraph> prepared(files.size());
   for (std::size_t i = 0; i < files.size(); ++i) {
@@ -323,7 +272,16 @@ int run_compile(const CompileOptions& options) {
   }
 
   print_table(rows, stage_columns);
-  print_summary(rows, wall, threads);
+  print_summary(rows, wall, fmt::format("{} worker threads", threads));
+  if (shard) {
+    ShardManifest manifest{*shard, batch_name, batch_files, stage_columns, batch_indices, rows, wall, threads, host_name()};
+    const std::filesystem::path path = options.manifest.empty()
+                                           ? default_manifest_path(options.out_dir, *shard)
+                                           : std::filesystem::path(options.manifest);
+    write_manifest(path, manifest);
+    fmt::print("\nShard {}/{}: {} of the batch's {} graph files; manifest {} (merge with aotpipe gather)\n",
+               shard->index, shard->count, rows.size(), batch_files, path.string());
+  }
   if (trace) {
     trace->save(options.trace_file);
     fmt::print("\nChrome trace: {}\n", options.trace_file);
@@ -392,6 +350,19 @@ Command add_compile_command(CLI::App& parent) {
           return "not a device: '" + text + "' (cpu, cuda, cuda:1...)";
         }
       });
+  app->add_option("--shard", options->shard,
+                  "K/N: compile only the K-th (from 0) of N deterministic shards of the batch, balanced by file "
+                  "size, and write a manifest for `aotpipe gather` (Slurm arrays, Kubernetes Indexed Jobs)")
+      ->check([](const std::string& text) -> std::string {
+        try {
+          parse_shard(text);
+          return {};
+        } catch (const std::exception& e) {
+          return e.what();
+        }
+      });
+  app->add_option("--manifest", options->manifest,
+                  "Where --shard writes its manifest (default: OUT/shards/shard-K-of-N.json)");
   app->add_flag("--no-cpu-fallback", options->no_cpu_fallback,
                 "Make every compile truly fake: an op with no Meta kernel fails its graph (naming the op) instead "
                 "of running its CPU kernel on zero-filled tensors");

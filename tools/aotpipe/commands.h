@@ -19,5 +19,7 @@ Command add_run_command(CLI::App& parent);
 // aotpipe compile INPUT... [-j N] [--pipeline SPEC] [--partitioner P] [--out DIR] [--trace FILE]
 // [--check]: compile graphs concurrently through the full pipeline, report each.
 Command add_compile_command(CLI::App& parent);
+// aotpipe gather MANIFEST|DIR...: the one report of a batch compiled with --shard K/N.
+Command add_gather_command(CLI::App& parent);
 
 }  // namespace aotpipe::cli
