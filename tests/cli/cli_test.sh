@@ -17,6 +17,9 @@
 #   cli_test.sh shards           AOTPIPE SOURCE_DIR
 #                                             compile --shard K/N and gather: one report, missing shards
 #                                             named, deterministic assignment, usage errors
+#   cli_test.sh mpi              AOTPIPE SOURCE_DIR
+#                                             mpirun -n 3 aotpipe compile: one report from rank 0,
+#                                             failures with their rank (exit 77 without mpirun)
 #   cli_test.sh stages_in_docs   AOTPIPE SOURCE_DIR
 #                                             docs/cli.md's stage table is what --list-stages prints
 #   cli_test.sh compile_cuda     AOTPIPE SOURCE_DIR
@@ -222,6 +225,27 @@ case $mode in
     check "--shard 3/3 is a usage error" bash -c "test \$(cat '$tmp/rc') -ne 0 && grep -q 'K must be below N' '$tmp/err'"
     run compile "${inputs[@]}" --shard 1/3
     check "--shard without --out or --manifest is refused" bash -c "test \$(cat '$tmp/rc') -ne 0 && grep -q 'needs --out DIR or --manifest FILE' '$tmp/err'"
+    ;;
+  mpi)
+    # The batch split over 3 MPI ranks; rank 0 prints the one report (exit 77: no mpirun here).
+    command -v mpirun >/dev/null || { echo "SKIP: mpirun not found (Debian openmpi-bin)"; exit 77; }
+    mpi=(mpirun --allow-run-as-root --oversubscribe -n 3)
+    inputs=("$src/examples/pt2" "$src/examples/mlp_layer.aotg" "$src/examples/lstm_cell.aotg")
+    total=$(( $(ls "$src"/examples/pt2/*.pt2 | wc -l) + 2 ))
+    "${mpi[@]}" "$exe" compile "${inputs[@]}" -j 1 --check --no-svg --out "$tmp/o" >"$tmp/out" 2>"$tmp/err"; echo $? >"$tmp/rc"
+    cat "$tmp/out"
+    check "mpirun -n 3: exit status 0" test "$(rc)" -eq 0
+    check "one summary for the whole batch: $total graphs, all ok" compile_summary_is "$total" "$total" 0
+    check "one table row per graph" test "$(grep -cE ' ok$' "$tmp/out")" -eq "$total"
+    check "the summary names the ranks" grep -q "(3 MPI ranks on 1 host, 3 worker threads in all)" "$tmp/out"
+    check "every rank wrote its graphs' outputs" bash -c "ls '$tmp'/o/*/metadata.json | wc -l | grep -qx $total"
+    "${mpi[@]}" "$exe" compile "${inputs[@]}" "$fixtures/unknown_op.aotg" -j 1 --no-svg >"$tmp/out" 2>"$tmp/err"; echo $? >"$tmp/rc"
+    cat "$tmp/out"
+    check "a failure anywhere: exit status 1" test "$(rc)" -eq 1
+    check "the failure is reported with the rank that saw it" \
+      bash -c "grep -qE 'unknown_op.aotg \(unknown_op\): parse error \[rank [0-2] on ' '$tmp/out'"
+    "${mpi[@]}" "$exe" compile "${inputs[@]}" --shard 0/2 --out "$tmp/o" >"$tmp/out" 2>"$tmp/err"; echo $? >"$tmp/rc"
+    check "--shard under mpirun is a usage error" bash -c "test \$(cat '$tmp/rc') -ne 0 && grep -q 'drop --shard' '$tmp/err'"
     ;;
   stages_in_docs)
     # The stage table of docs/cli.md is the one `--list-stages` prints from compile_stages().

@@ -82,7 +82,7 @@ void print_summary(const std::vector<GraphRow>& rows, double wall_seconds, const
   fmt::print("\nFailures\n");
   for (const GraphRow& r : rows) {
     if (r.ok()) continue;
-    fmt::print("  {} ({}): {}:\n", r.file, r.name, r.failed_stage);
+    fmt::print("  {} ({}): {}{}:\n", r.file, r.name, r.failed_stage, r.origin.empty() ? "" : " [" + r.origin + "]");
     print_message_lines(r.message, "    ");
   }
 }
@@ -113,6 +113,7 @@ nlohmann::json to_json(const GraphRow& row) {
                       {"total_ms", row.total_ms},
                       {"failed_stage", row.failed_stage},
                       {"message", row.message},
+                      {"origin", row.origin},
                       {"summary", nullptr}};
   if (row.summary) {
     const GraphSummary& s = *row.summary;
@@ -135,6 +136,7 @@ GraphRow graph_row_from_json(const nlohmann::json& j) {
   row.total_ms = j.at("total_ms").get<double>();
   row.failed_stage = j.at("failed_stage").get<std::string>();
   row.message = j.at("message").get<std::string>();
+  row.origin = j.value("origin", std::string());
   if (const nlohmann::json& s = j.at("summary"); !s.is_null()) {
     GraphSummary summary;
     summary.training = s.at("training").get<bool>();

@@ -17,6 +17,7 @@
 #include "aotpipe/exported_programs.h"
 #include "aotpipe/graph_files.h"
 #include "aotpipe/load_graph.h"
+#include "aotpipe/mpi_batch.h"
 #include "aotpipe/progress.h"
 #include "aotpipe/random_inputs.h"
 #include "aotpipe/shards.h"
@@ -179,6 +180,14 @@ std::string host_name() {
 int run_compile(const CompileOptions& options) {
   if (!options.shard.empty() && options.manifest.empty() && options.out_dir.empty())
     throw CLI::ValidationError("--shard", "needs --out DIR or --manifest FILE: where the shard's manifest goes");
+  // Under mpirun, rank K of N compiles shard K/N and rank 0 reports the whole batch.
+  std::unique_ptr<MpiSession> mpi;
+  if (launched_by_mpirun()) {
+    if (!options.shard.empty())
+      throw CLI::ValidationError("--shard", "under mpirun the ranks split the batch themselves; drop --shard");
+    mpi = std::make_unique<MpiSession>();
+  }
+  const bool reporter = !mpi || mpi->rank() == 0;  // prints the progress and the report
   const Partitioner partitioner = partitioner_named(options.partitioner);
   // A bad pipeline text is a usage error, reported before any work (exit 2 from main).
   const Pipeline<CompileState> pipeline = compile_stage_registry().parse(options.pipeline, "aot");
@@ -190,8 +199,9 @@ int run_compile(const CompileOptions& options) {
   std::iota(batch_indices.begin(), batch_indices.end(), 0);
   std::string batch_name;
   const std::size_t batch_files = files.size();
-  if (!options.shard.empty()) {
-    shard = parse_shard(options.shard);
+  if (mpi) shard = ShardSpec{static_cast<std::size_t>(mpi->rank()), static_cast<std::size_t>(mpi->size())};
+  if (!options.shard.empty()) shard = parse_shard(options.shard);
+  if (shard) {
     batch_name = batch_id(files, shard->count);
     const std::vector<std::size_t> shard_of = assign_shards(files, shard->count);
     std::vector<GraphFile> mine;
@@ -222,14 +232,36 @@ int run_compile(const CompileOptions& options) {
   const std::size_t threads = options.jobs ? options.jobs : Scheduler::default_thread_count();
   Scheduler scheduler(threads);
   ProgressDisplay progress(stderr_is_terminal());
-  BatchOptions batch{.max_concurrency = threads, .progress = [&progress](const BatchProgress& p) { progress.update(p); }};
+  // Rank 0's bar counts every rank's graphs; the other ranks report theirs to it.
+  std::size_t others_finished = 0, others_succeeded = 0, others_failed = 0;
+  BatchProgress own;
+  auto show = [&](std::string_view job, JobStatus status) {
+    BatchProgress all = own;
+    all.total = mpi ? batch_files : own.total;
+    all.finished += others_finished;
+    all.succeeded += others_succeeded;
+    all.failed += others_failed;
+    all.job = job;
+    all.status = status;
+    progress.update(all);
+  };
+  const MpiSession::ProgressHandler on_rank_progress = [&](int rank, bool ok, const std::string& name) {
+    ++others_finished;
+    (ok ? others_succeeded : others_failed) += 1;
+    show(fmt::format("{} (rank {})", name, rank), ok ? JobStatus::Succeeded : JobStatus::Failed);
+  };
+  BatchOptions batch{.max_concurrency = threads, .progress = [&](const BatchProgress& p) {
+                       if (!reporter) return mpi->send_progress(p.status == JobStatus::Succeeded, std::string(p.job));
+                       own = p;
+                       show(p.job, p.status);
+                       if (mpi) mpi->poll(on_rank_progress);
+                     }};
   auto trace = options.trace_file.empty() ? nullptr : std::make_shared<ChromeTraceRecorder>();
   if (trace) batch.hooks.add(trace);
 
   const auto start = std::chrono::steady_clock::now();
   std::vector<CompileResult> results = compile_batch(std::move(jobs), pipeline, scheduler, std::move(batch));
-  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  progress.finish();
+  double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
   std::vector<std::string> stage_columns;  // the top-level stages, in pipeline order
   for (const StageSpec& spec : parse_pipeline_text(options.pipeline)) stage_columns.push_back(spec.name);
@@ -271,10 +303,36 @@ int run_compile(const CompileOptions& options) {
     }
   }
 
-  print_table(rows, stage_columns);
-  print_summary(rows, wall, fmt::format("{} worker threads", threads));
-  if (shard) {
-    ShardManifest manifest{*shard, batch_name, batch_files, stage_columns, batch_indices, rows, wall, threads, host_name()};
+  const std::string host = host_name();
+  if (mpi) {
+    for (GraphRow& row : rows) row.origin = fmt::format("rank {} on {}", mpi->rank(), host);
+    ShardManifest mine{*shard, batch_name, batch_files, stage_columns, batch_indices, rows, wall, threads, host};
+    if (!reporter) {
+      mpi->send_manifest(manifest_json(mine));
+      if (trace) trace->save(fmt::format("{}.rank{}", options.trace_file, mpi->rank()));
+      // Rank 0's status is the batch's: a non-zero status here would make mpirun abort rank 0
+      // while it prints the report.
+      return 0;
+    }
+    std::vector<std::pair<std::string, ShardManifest>> manifests{{"rank 0", std::move(mine)}};
+    const std::vector<std::string> received = mpi->receive_manifests(on_rank_progress);
+    for (std::size_t r = 1; r < received.size(); ++r)
+      manifests.emplace_back(fmt::format("rank {}", r), parse_manifest(received[r], fmt::format("rank {}", r)));
+    progress.finish();
+    MergedBatch merged = merge_manifests(manifests, "rank");
+    rows = std::move(merged.rows);
+    wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    print_table(rows, stage_columns);
+    print_summary(rows, wall,
+                  fmt::format("{} MPI ranks on {} host{}, {} worker threads in all", merged.num_shards, merged.hosts,
+                              merged.hosts == 1 ? "" : "s", merged.threads));
+  } else {
+    progress.finish();
+    print_table(rows, stage_columns);
+    print_summary(rows, wall, fmt::format("{} worker threads", threads));
+  }
+  if (shard && !mpi) {
+    ShardManifest manifest{*shard, batch_name, batch_files, stage_columns, batch_indices, rows, wall, threads, host};
     const std::filesystem::path path = options.manifest.empty()
                                            ? default_manifest_path(options.out_dir, *shard)
                                            : std::filesystem::path(options.manifest);

@@ -47,63 +47,31 @@ std::vector<fs::path> manifest_files(const std::vector<std::string>& paths) {
 }
 
 int run_gather(const std::vector<std::string>& paths) {
-  std::map<std::size_t, std::pair<fs::path, ShardManifest>> shards;  // by shard index
-  std::optional<ShardManifest> first;
-  fs::path first_path;
+  std::vector<std::pair<std::string, ShardManifest>> manifests;
   for (const fs::path& path : manifest_files(paths)) {
     ShardManifest m = read_manifest(path);
-    if (!first) {
-      first = m;
-      first_path = path;
-    } else if (m.batch_id != first->batch_id || m.shard.count != first->shard.count) {
-      throw std::runtime_error(fmt::format(
-          "{} is shard {}/{} of batch {}, but {} is shard {}/{} of batch {}: manifests of different batches (other "
-          "inputs or another N) cannot be merged",
-          path.string(), m.shard.index, m.shard.count, m.batch_id, first_path.string(), first->shard.index,
-          first->shard.count, first->batch_id));
-    }
-    const std::size_t index = m.shard.index;
-    if (auto it = shards.find(index); it != shards.end())
-      spdlog::warn("shard {} has two manifests ({} and {}); using the latter", index, it->second.first.string(),
-                   path.string());
-    shards.insert_or_assign(index, std::make_pair(path, std::move(m)));
+    for (const auto& [name, earlier] : manifests)
+      if (earlier.shard.index == m.shard.index && earlier.batch_id == m.batch_id)
+        spdlog::warn("shard {} has two manifests ({} and {}); using the latter", m.shard.index, name, path.string());
+    manifests.emplace_back(path.string(), std::move(m));
   }
-  if (!first) throw std::runtime_error("no manifest given");
-
-  // The rows of the whole batch, in batch order.
-  std::vector<std::pair<std::size_t, GraphRow>> indexed;
-  double wall = 0;
-  std::size_t threads = 0;
-  std::set<std::string> hosts;
-  for (const auto& [index, entry] : shards) {
-    const ShardManifest& m = entry.second;
-    for (std::size_t i = 0; i < m.rows.size(); ++i) indexed.emplace_back(m.batch_indices[i], m.rows[i]);
-    wall = std::max(wall, m.wall_seconds);  // the shards ran side by side
-    threads += m.threads;
-    hosts.insert(m.host);
-  }
-  std::sort(indexed.begin(), indexed.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-  std::vector<GraphRow> rows;
-  for (auto& [index, row] : indexed) rows.push_back(std::move(row));
-
-  print_table(rows, first->stages);
-  print_summary(rows, wall,
+  const MergedBatch batch = merge_manifests(manifests);
+  print_table(batch.rows, batch.stages);
+  print_summary(batch.rows, batch.wall_seconds,
                 fmt::format("{} of {} shards on {} host{}, {} worker threads in all; wall s: the slowest shard",
-                            shards.size(), first->shard.count, hosts.size(), hosts.size() == 1 ? "" : "s", threads));
-  std::vector<std::size_t> missing;
-  for (std::size_t k = 0; k < first->shard.count; ++k)
-    if (!shards.count(k)) missing.push_back(k);
-  if (!missing.empty()) {
+                            batch.shards_present, batch.num_shards, batch.hosts, batch.hosts == 1 ? "" : "s",
+                            batch.threads));
+  if (!batch.missing.empty()) {
     fmt::print("\nMissing shards: {} of {} ({} of the batch's {} graph files not reported); resubmit each with "
                "`aotpipe compile <the same inputs> --shard K/{}`\n",
-               fmt::join(missing, ", "), first->shard.count, first->batch_files - rows.size(), first->batch_files,
-               first->shard.count);
+               fmt::join(batch.missing, ", "), batch.num_shards, batch.batch_files - batch.rows.size(),
+               batch.batch_files, batch.num_shards);
     return 1;
   }
-  if (rows.size() != first->batch_files)
-    throw std::runtime_error(fmt::format("the manifests report {} graph files, the batch has {}", rows.size(),
-                                         first->batch_files));
-  return std::all_of(rows.begin(), rows.end(), [](const GraphRow& r) { return r.ok(); }) ? 0 : 1;
+  if (batch.rows.size() != batch.batch_files)
+    throw std::runtime_error(fmt::format("the manifests report {} graph files, the batch has {}", batch.rows.size(),
+                                         batch.batch_files));
+  return std::all_of(batch.rows.begin(), batch.rows.end(), [](const GraphRow& r) { return r.ok(); }) ? 0 : 1;
 }
 
 }  // namespace

@@ -6,6 +6,9 @@
 #include <charconv>
 #include <cstdio>
 #include <fstream>
+#include <iterator>
+#include <map>
+#include <set>
 #include <numeric>
 #include <stdexcept>
 #include <system_error>
@@ -79,7 +82,7 @@ fs::path default_manifest_path(const fs::path& out_dir, const ShardSpec& shard) 
   return out_dir / "shards" / fmt::format("shard-{}-of-{}.json", shard.index, shard.count);
 }
 
-void write_manifest(const fs::path& path, const ShardManifest& m) {
+std::string manifest_json(const ShardManifest& m) {
   nlohmann::json j = {{"aotpipe_shard_manifest", kManifestVersion},
                       {"shard", m.shard.index},
                       {"num_shards", m.shard.count},
@@ -92,13 +95,17 @@ void write_manifest(const fs::path& path, const ShardManifest& m) {
                       {"host", m.host},
                       {"rows", nlohmann::json::array()}};
   for (const GraphRow& row : m.rows) j["rows"].push_back(to_json(row));
+  return j.dump(1);
+}
+
+void write_manifest(const fs::path& path, const ShardManifest& m) {
   std::error_code ec;
   if (path.has_parent_path()) fs::create_directories(path.parent_path(), ec);
   if (ec) throw std::runtime_error(fmt::format("cannot create {}: {}", path.parent_path().string(), ec.message()));
   const fs::path tmp = path.string() + fmt::format(".tmp.{}", ::getpid());
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << j.dump(1) << '\n';
+    out << manifest_json(m) << '\n';
     out.flush();
     if (!out) throw std::runtime_error(fmt::format("cannot write {}", tmp.string()));
   }
@@ -109,11 +116,54 @@ void write_manifest(const fs::path& path, const ShardManifest& m) {
   }
 }
 
+MergedBatch merge_manifests(const std::vector<std::pair<std::string, ShardManifest>>& manifests, std::string_view unit) {
+  if (manifests.empty()) throw std::runtime_error("no manifest given");
+  const auto& [first_name, first] = manifests.front();
+  std::map<std::size_t, const ShardManifest*> by_index;
+  for (const auto& [name, m] : manifests) {
+    if (m.batch_id != first.batch_id || m.shard.count != first.shard.count)
+      throw std::runtime_error(fmt::format(
+          "{} is {} {}/{} of batch {}, but {} is {} {}/{} of batch {}: manifests of different batches (other "
+          "inputs or another N) cannot be merged",
+          name, unit, m.shard.index, m.shard.count, m.batch_id, first_name, unit, first.shard.index, first.shard.count,
+          first.batch_id));
+    by_index[m.shard.index] = &m;  // a later manifest of the same shard replaces the earlier
+  }
+  MergedBatch merged;
+  merged.stages = first.stages;
+  merged.batch_files = first.batch_files;
+  merged.num_shards = first.shard.count;
+  merged.shards_present = by_index.size();
+  std::vector<std::pair<std::size_t, GraphRow>> indexed;
+  std::set<std::string> hosts;
+  for (const auto& [index, m] : by_index) {
+    for (std::size_t i = 0; i < m->rows.size(); ++i) {
+      GraphRow row = m->rows[i];
+      if (row.origin.empty()) row.origin = fmt::format("{} {} on {}", unit, index, m->host);
+      indexed.emplace_back(m->batch_indices[i], std::move(row));
+    }
+    merged.wall_seconds = std::max(merged.wall_seconds, m->wall_seconds);  // the shards ran side by side
+    merged.threads += m->threads;
+    hosts.insert(m->host);
+  }
+  merged.hosts = hosts.size();
+  std::stable_sort(indexed.begin(), indexed.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (auto& [index, row] : indexed) merged.rows.push_back(std::move(row));
+  for (std::size_t k = 0; k < merged.num_shards; ++k)
+    if (!by_index.count(k)) merged.missing.push_back(k);
+  return merged;
+}
+
 ShardManifest read_manifest(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error(fmt::format("{}: cannot open", path.string()));
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return parse_manifest(text, path.string());
+}
+
+ShardManifest parse_manifest(const std::string& text, const std::string& where) {
   try {
-    const nlohmann::json j = nlohmann::json::parse(in);
+    const nlohmann::json j = nlohmann::json::parse(text);
     if (!j.contains("aotpipe_shard_manifest"))
       throw std::runtime_error("not a shard manifest of aotpipe compile --shard");
     if (j.at("aotpipe_shard_manifest").get<int>() != kManifestVersion)
@@ -133,11 +183,11 @@ ShardManifest read_manifest(const fs::path& path) {
     if (m.shard.index >= m.shard.count) throw std::runtime_error("shard index not below the number of shards");
     return m;
   } catch (const nlohmann::json::exception& e) {
-    throw std::runtime_error(fmt::format("{}: malformed manifest: {}", path.string(), e.what()));
+    throw std::runtime_error(fmt::format("{}: malformed manifest: {}", where, e.what()));
   } catch (const std::runtime_error& e) {
     const std::string what = e.what();
-    if (what.rfind(path.string(), 0) == 0) throw;
-    throw std::runtime_error(fmt::format("{}: {}", path.string(), what));
+    if (what.rfind(where, 0) == 0) throw;
+    throw std::runtime_error(fmt::format("{}: {}", where, what));
   }
 }
 

@@ -46,6 +46,27 @@ std::string batch_id(const std::vector<GraphFile>& files, std::size_t count);
 // <out>/shards/shard-K-of-N.json
 std::filesystem::path default_manifest_path(const std::filesystem::path& out_dir, const ShardSpec& shard);
 
+// The manifests of one batch merged: the rows in batch order (each with its origin, "shard K on
+// HOST"), the slowest shard's wall time, the workers, and the shards without a manifest. Throws
+// std::runtime_error naming two manifests of different batches. A shard given twice: the later.
+struct MergedBatch {
+  std::vector<GraphRow> rows;
+  std::vector<std::string> stages;
+  std::size_t batch_files = 0;
+  std::size_t num_shards = 0;
+  std::size_t shards_present = 0;
+  double wall_seconds = 0;
+  std::size_t threads = 0;
+  std::size_t hosts = 0;
+  std::vector<std::size_t> missing;
+};
+MergedBatch merge_manifests(const std::vector<std::pair<std::string, ShardManifest>>& manifests,
+                            std::string_view unit = "shard");
+
+// The manifest as JSON text, and back (throws std::runtime_error naming `where`).
+std::string manifest_json(const ShardManifest& manifest);
+ShardManifest parse_manifest(const std::string& text, const std::string& where);
+
 // Written atomically (a temporary file in the same folder, then renamed): a killed task leaves
 // no half manifest. Throws std::runtime_error naming the file.
 void write_manifest(const std::filesystem::path& path, const ShardManifest& manifest);
