@@ -243,7 +243,7 @@ case $mode in
     cat "$tmp/out"
     check "a failure anywhere: exit status 1" test "$(rc)" -eq 1
     check "the failure is reported with the rank that saw it" \
-      bash -c "grep -qE 'unknown_op.aotg \(unknown_op\): parse error \[rank [0-2] on ' '$tmp/out'"
+      bash -c "grep -qE 'unknown_op.aotg \(unknown_op\) \[rank [0-2] on [^]]+\]: parse error:' '$tmp/out'"
     "${mpi[@]}" "$exe" compile "${inputs[@]}" --shard 0/2 --out "$tmp/o" >"$tmp/out" 2>"$tmp/err"; echo $? >"$tmp/rc"
     check "--shard under mpirun is a usage error" bash -c "test \$(cat '$tmp/rc') -ne 0 && grep -q 'drop --shard' '$tmp/err'"
     ;;

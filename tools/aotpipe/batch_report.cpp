@@ -82,7 +82,7 @@ void print_summary(const std::vector<GraphRow>& rows, double wall_seconds, const
   fmt::print("\nFailures\n");
   for (const GraphRow& r : rows) {
     if (r.ok()) continue;
-    fmt::print("  {} ({}): {}{}:\n", r.file, r.name, r.failed_stage, r.origin.empty() ? "" : " [" + r.origin + "]");
+    fmt::print("  {} ({}){}: {}:\n", r.file, r.name, r.origin.empty() ? "" : " [" + r.origin + "]", r.failed_stage);
     print_message_lines(r.message, "    ");
   }
 }
