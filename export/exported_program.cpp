@@ -8,9 +8,12 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <set>
+#include <type_traits>
 
 namespace aotpipe {
 
@@ -175,75 +178,69 @@ std::string tensor_name(const Json& arg, std::string_view where, std::string_vie
   throw Pt2Error(fmt::format("{}: {} is `{}`: only tensors are supported", where, what, arg.dump()));
 }
 
+// The spec kinds a program may have: JSON key, kind, the key of its target, how errors name it.
+template <class Kind>
+struct SpecKind {
+  std::string_view key;
+  Kind kind;
+  std::string_view target_key;  // empty: no target
+  std::string_view what;
+};
+constexpr SpecKind<InputKind> kInputKinds[] = {
+    {"user_input", InputKind::UserInput, "", "a user input"},
+    {"parameter", InputKind::Parameter, "parameter_name", "a parameter"},
+    {"buffer", InputKind::Buffer, "buffer_name", "a buffer"},
+    {"tensor_constant", InputKind::ConstantTensor, "tensor_constant_name", "a constant"},
+};
+constexpr SpecKind<OutputKind> kOutputKinds[] = {
+    {"user_output", OutputKind::UserOutput, "", "a user output"},
+    {"buffer_mutation", OutputKind::BufferMutation, "buffer_name", "a buffer mutation"},
+    {"parameter_mutation", OutputKind::ParameterMutation, "parameter_name", "a parameter mutation"},
+    {"user_input_mutation", OutputKind::UserInputMutation, "user_input_name", "a user input mutation"},
+};
+
+// Kinds the schema has and this importer refuses, with the reason.
+std::string refused_spec(std::string_view kind, const Json& body, std::string_view where) {
+  if (kind == "custom_obj")
+    return fmt::format("{}: input '{}' is a custom object (TorchBind); custom objects are not supported", where,
+                       body.value("custom_obj_name", "?"));
+  if (kind == "token")
+    return fmt::format("{}: the program takes or returns an effect token (side-effectful custom ops); tokens are not "
+                       "supported",
+                       where);
+  if (kind == "constant_input")
+    return fmt::format("{}: input '{}' is a constant non-tensor input; only tensor inputs are supported", where,
+                       body.value("name", "?"));
+  if (kind == "loss_output" || kind == "gradient_to_parameter" || kind == "gradient_to_user_input")
+    return fmt::format("{}: output kind '{}' belongs to a joint forward-backward export; export the forward only "
+                       "(aotpipe traces the backward itself)",
+                       where, kind);
+  return fmt::format("{}: unknown graph signature spec kind '{}'", where, kind);
+}
+
+template <class Spec, class Kind, std::size_t N>
+std::vector<Spec> read_specs(const Json& specs, const SpecKind<Kind> (&kinds)[N], std::string_view where) {
+  std::vector<Spec> out;
+  for (const Json& spec : specs) {
+    const std::string& key = pt2::union_key(spec);
+    const Json& body = spec.at(key);
+    const auto* kind = std::find_if(std::begin(kinds), std::end(kinds), [&](const auto& k) { return k.key == key; });
+    if (kind == std::end(kinds)) throw Pt2Error(refused_spec(key, body, where));
+    Spec read;
+    read.kind = kind->kind;
+    read.arg.name = tensor_name(body.at("arg"), where, kind->what);
+    if (!kind->target_key.empty()) read.target = body.at(std::string(kind->target_key)).template get<std::string>();
+    if constexpr (std::is_same_v<Spec, InputSpec>)
+      if (read.kind == InputKind::Buffer) read.persistent = body.value("persistent", true);
+    out.push_back(std::move(read));
+  }
+  return out;
+}
+
 ExportGraphSignature read_signature(const Json& json, std::string_view where) {
   ExportGraphSignature sig;
-  for (const Json& spec : json.at("input_specs")) {
-    const std::string& kind = pt2::union_key(spec);
-    const Json& body = spec.at(kind);
-    InputSpec in;
-    if (kind == "user_input") {
-      in.kind = InputKind::UserInput;
-      in.arg.name = tensor_name(body.at("arg"), where, "a user input");
-    } else if (kind == "parameter") {
-      in.kind = InputKind::Parameter;
-      in.arg.name = tensor_name(body.at("arg"), where, "a parameter");
-      in.target = body.at("parameter_name").get<std::string>();
-    } else if (kind == "buffer") {
-      in.kind = InputKind::Buffer;
-      in.arg.name = tensor_name(body.at("arg"), where, "a buffer");
-      in.target = body.at("buffer_name").get<std::string>();
-      in.persistent = body.value("persistent", true);
-    } else if (kind == "tensor_constant") {
-      in.kind = InputKind::ConstantTensor;
-      in.arg.name = tensor_name(body.at("arg"), where, "a constant");
-      in.target = body.at("tensor_constant_name").get<std::string>();
-    } else if (kind == "custom_obj") {
-      throw Pt2Error(fmt::format("{}: input '{}' is a custom object (TorchBind); custom objects are not supported",
-                                 where, body.value("custom_obj_name", "?")));
-    } else if (kind == "token") {
-      throw Pt2Error(fmt::format("{}: the program takes an effect token (side-effectful custom ops); tokens are not "
-                                 "supported",
-                                 where));
-    } else if (kind == "constant_input") {
-      throw Pt2Error(fmt::format("{}: input '{}' is a constant non-tensor input; only tensor inputs are supported", where,
-                                 body.value("name", "?")));
-    } else {
-      throw Pt2Error(fmt::format("{}: unknown input spec kind '{}'", where, kind));
-    }
-    sig.input_specs.push_back(std::move(in));
-  }
-  for (const Json& spec : json.at("output_specs")) {
-    const std::string& kind = pt2::union_key(spec);
-    const Json& body = spec.at(kind);
-    OutputSpec out;
-    if (kind == "user_output") {
-      out.kind = OutputKind::UserOutput;
-      out.arg.name = tensor_name(body.at("arg"), where, "a user output");
-    } else if (kind == "buffer_mutation") {
-      out.kind = OutputKind::BufferMutation;
-      out.arg.name = tensor_name(body.at("arg"), where, "a buffer mutation");
-      out.target = body.at("buffer_name").get<std::string>();
-    } else if (kind == "parameter_mutation") {
-      out.kind = OutputKind::ParameterMutation;
-      out.arg.name = tensor_name(body.at("arg"), where, "a parameter mutation");
-      out.target = body.at("parameter_name").get<std::string>();
-    } else if (kind == "user_input_mutation") {
-      out.kind = OutputKind::UserInputMutation;
-      out.arg.name = tensor_name(body.at("arg"), where, "a user input mutation");
-      out.target = body.at("user_input_name").get<std::string>();
-    } else if (kind == "token") {
-      throw Pt2Error(fmt::format("{}: the program returns an effect token (side-effectful custom ops); tokens are not "
-                                 "supported",
-                                 where));
-    } else if (kind == "loss_output" || kind == "gradient_to_parameter" || kind == "gradient_to_user_input") {
-      throw Pt2Error(fmt::format("{}: output kind '{}' belongs to a joint forward-backward export; export the forward "
-                                 "only (aotpipe traces the backward itself)",
-                                 where, kind));
-    } else {
-      throw Pt2Error(fmt::format("{}: unknown output spec kind '{}'", where, kind));
-    }
-    sig.output_specs.push_back(std::move(out));
-  }
+  sig.input_specs = read_specs<InputSpec>(json.at("input_specs"), kInputKinds, where);
+  sig.output_specs = read_specs<OutputSpec>(json.at("output_specs"), kOutputKinds, where);
   return sig;
 }
 

@@ -136,28 +136,20 @@ class GraphImporter {
 
   // ---- symbolic values --------------------------------------------------------------------
 
-  int64_t sym_int(const Json& arg) {
+  // A symbolic value: a literal ({"as_int": 3} / {"as_bool": true}) or a name an earlier node defined.
+  template <class T>
+  T sym_value(const Json& arg, const char* literal_key, const std::unordered_map<std::string, T>& values,
+              const char* type_name) {
     const std::string& kind = union_key(arg);
-    if (kind == "as_int") return arg.at("as_int").get<int64_t>();
-    if (kind == "as_name") {
-      const std::string name = arg.at("as_name").get<std::string>();
-      auto it = sym_ints_.find(name);
-      if (it == sym_ints_.end()) fail_node(fmt::format("reads SymInt '{}', which no earlier node defines", name));
-      return it->second;
-    }
-    fail_node(fmt::format("unknown SymInt argument kind '{}'", kind));
+    if (kind == literal_key) return arg.at(kind).get<T>();
+    if (kind != "as_name") fail_node(fmt::format("unknown {} argument kind '{}'", type_name, kind));
+    const std::string name = arg.at("as_name").get<std::string>();
+    auto it = values.find(name);
+    if (it == values.end()) fail_node(fmt::format("reads {} '{}', which no earlier node defines", type_name, name));
+    return it->second;
   }
-  bool sym_bool(const Json& arg) {
-    const std::string& kind = union_key(arg);
-    if (kind == "as_bool") return arg.at("as_bool").get<bool>();
-    if (kind == "as_name") {
-      const std::string name = arg.at("as_name").get<std::string>();
-      auto it = sym_bools_.find(name);
-      if (it == sym_bools_.end()) fail_node(fmt::format("reads SymBool '{}', which no earlier node defines", name));
-      return it->second;
-    }
-    fail_node(fmt::format("unknown SymBool argument kind '{}'", kind));
-  }
+  int64_t sym_int(const Json& arg) { return sym_value(arg, "as_int", sym_ints_, "SymInt"); }
+  bool sym_bool(const Json& arg) { return sym_value(arg, "as_bool", sym_bools_, "SymBool"); }
   // An integer operand of a symbolic node: {"as_sym_int": ...} or {"as_int": n}.
   int64_t int_operand(const Json& arg) {
     const std::string& kind = union_key(arg);
