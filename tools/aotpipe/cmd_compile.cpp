@@ -304,17 +304,20 @@ int run_compile(const CompileOptions& options) {
   }
 
   const std::string host = host_name();
-  if (mpi) {
+  if (mpi)
     for (GraphRow& row : rows) row.origin = fmt::format("rank {} on {}", mpi->rank(), host);
-    ShardManifest mine{*shard, batch_name, batch_files, stage_columns, batch_indices, rows, wall, threads, host};
+  // What this shard or rank did, for `aotpipe gather` or rank 0.
+  std::optional<ShardManifest> mine;
+  if (shard) mine = ShardManifest{*shard, batch_name, batch_files, stage_columns, batch_indices, rows, wall, threads, host};
+  if (mpi) {
     if (!reporter) {
-      mpi->send_manifest(manifest_json(mine));
+      mpi->send_manifest(manifest_json(*mine));
       if (trace) trace->save(fmt::format("{}.rank{}", options.trace_file, mpi->rank()));
       // Rank 0's status is the batch's: a non-zero status here would make mpirun abort rank 0
       // while it prints the report.
       return 0;
     }
-    std::vector<std::pair<std::string, ShardManifest>> manifests{{"rank 0", std::move(mine)}};
+    std::vector<std::pair<std::string, ShardManifest>> manifests{{"rank 0", std::move(*mine)}};
     const std::vector<std::string> received = mpi->receive_manifests(on_rank_progress);
     for (std::size_t r = 1; r < received.size(); ++r)
       manifests.emplace_back(fmt::format("rank {}", r), parse_manifest(received[r], fmt::format("rank {}", r)));
@@ -332,11 +335,10 @@ int run_compile(const CompileOptions& options) {
     print_summary(rows, wall, fmt::format("{} worker threads", threads));
   }
   if (shard && !mpi) {
-    ShardManifest manifest{*shard, batch_name, batch_files, stage_columns, batch_indices, rows, wall, threads, host};
     const std::filesystem::path path = options.manifest.empty()
                                            ? default_manifest_path(options.out_dir, *shard)
                                            : std::filesystem::path(options.manifest);
-    write_manifest(path, manifest);
+    write_manifest(path, *mine);
     fmt::print("\nShard {}/{}: {} of the batch's {} graph files; manifest {} (merge with aotpipe gather)\n",
                shard->index, shard->count, rows.size(), batch_files, path.string());
   }
