@@ -5,6 +5,9 @@ find_package(Boost 1.81 REQUIRED CONFIG)
 find_package(nlohmann_json 3 REQUIRED)
 find_package(fmt REQUIRED)
 find_package(spdlog REQUIRED)
+# xxHash is used header-only (XXH_INLINE_ALL) by the compile cache: no library to link, nothing
+# for consumers to find. Debian's libxxhash-dev or Conan's xxhash put xxhash.h on the include path.
+find_path(AOTPIPE_XXHASH_INCLUDE_DIR xxhash.h REQUIRED)
 if(AOTPIPE_BUILD_TOOLS AND AOTPIPE_WITH_TORCH)
   find_package(CLI11 REQUIRED)
 endif()

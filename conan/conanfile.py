@@ -6,7 +6,7 @@ Dependencies:
     is CPU-only and the project is built and tested against the wheel. The build finds it with
     cmake/FindAotpipeTorch.cmake; consumers get it through a CMake build module installed with
     the package (lib/cmake/aotpipe/aotpipe-conan-torch.cmake), which CMakeDeps includes.
-  - use_system_deps=False (default): Boost, oneTBB, {fmt}, nlohmann_json and spdlog from Conan
+  - use_system_deps=False (default): Boost, oneTBB, {fmt}, nlohmann_json, spdlog and xxHash from Conan
     (ConanCenter or the local cache), GoogleTest as a test requirement.
   - use_system_deps=True (conan/profiles/offline): no Conan requirement at all; the CMake build
     finds the Debian packages itself and consumers link them as system libraries.
@@ -104,6 +104,8 @@ class AotpipeConan(ConanFile):
         self.requires("nlohmann_json/3.11.3", transitive_headers=True)
         self.requires("onetbb/[>=2021.8 <2024]")
         self.requires("fmt/10.2.1")  # the {fmt} of spdlog/1.14.1
+        # Header-only inside the runtime library (the compile cache's hashes); not seen by consumers.
+        self.requires("xxhash/0.8.2", visible=False)
         # Only because cmake/AotpipeDependencies.cmake looks for it; the libraries do not use it.
         self.requires("spdlog/1.14.1", visible=False)
 
@@ -182,5 +184,6 @@ class AotpipeConan(ConanFile):
         component("graph", [], ["fmt::fmt"], ["fmt"])  # + libtorch, from the build module
         component("stages", ["graph", "pipeline"],
                   ["fmt::fmt", "nlohmann_json::nlohmann_json", "boost::headers"], ["fmt"])
-        component("runtime", ["stages", "pipeline", "graph"], ["fmt::fmt", "nlohmann_json::nlohmann_json"], ["fmt"])
+        component("runtime", ["stages", "pipeline", "graph"],
+                  ["fmt::fmt", "nlohmann_json::nlohmann_json", "xxhash::xxhash"], ["fmt"])
         component("export", ["runtime", "graph"], ["fmt::fmt", "nlohmann_json::nlohmann_json"], ["fmt"])

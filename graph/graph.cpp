@@ -52,7 +52,19 @@ bool Node::has_side_effects() const { return op_ && op_->schema().is_mutable(); 
 // ----------------------------------------------------------------------------------------------
 // Operator resolution
 
-c10::OperatorHandle resolve_operator(std::string_view qualified_name) {
+namespace {
+
+struct StringHash {
+  using is_transparent = void;
+  std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+};
+
+// The dispatcher's lookup by name parses the name and takes its lock: resolved names are
+// remembered per thread (no lock at all), as PyTorch keeps typed handles in statics. Operators
+// are not deregistered while a process compiles (PyTorch's own cached handles assume the same).
+c10::OperatorHandle find_operator(std::string_view qualified_name) {
+  thread_local std::unordered_map<std::string, c10::OperatorHandle, StringHash, std::equal_to<>> resolved;
+  if (auto it = resolved.find(qualified_name); it != resolved.end()) return it->second;
   std::string text(qualified_name);
   auto ns = text.find("::");
   if (ns == std::string::npos) throw GraphError(fmt::format("operator '{}' is not qualified (expected e.g. aten::mul.Tensor)", text));
@@ -62,8 +74,13 @@ c10::OperatorHandle resolve_operator(std::string_view qualified_name) {
   if (overload == "default") overload.clear();
   auto handle = c10::Dispatcher::singleton().findSchema({name, overload});
   if (!handle) throw GraphError(fmt::format("unknown operator '{}'", text));
+  resolved.emplace(std::move(text), *handle);
   return *handle;
 }
+
+}  // namespace
+
+c10::OperatorHandle resolve_operator(std::string_view qualified_name) { return find_operator(qualified_name); }
 
 // ----------------------------------------------------------------------------------------------
 // Graph

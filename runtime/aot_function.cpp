@@ -2,6 +2,8 @@
 #include <aotpipe/pipeline/sync_wait.h>
 #include <aotpipe/runtime/aot_function.h>
 #include <aotpipe/runtime/aot_runtime.h>
+#include <aotpipe/runtime/cache_key.h>
+#include <aotpipe/runtime/post_compile.h>
 #include <aotpipe/runtime/torch_thread_state.h>
 
 #include <ATen/core/grad_mode.h>
@@ -20,22 +22,123 @@ Scheduler& default_compile_scheduler() {
   return *scheduler;
 }
 
+namespace {
+
+// The leader's side of a single flight: finishes it whatever happens (a failed compile leaves
+// null, and the followers compile themselves).
+struct FlightLead {
+  CompileCache* cache = nullptr;
+  std::string digest;
+  std::shared_ptr<CompileCache::Flight> flight;
+  std::shared_ptr<const CompiledArtifact> artifact;
+  FlightLead() = default;
+  FlightLead(const FlightLead&) = delete;
+  FlightLead& operator=(const FlightLead&) = delete;
+  ~FlightLead() {
+    if (cache) cache->finish_flight(digest, flight, std::move(artifact));
+  }
+};
+
+CompileOutput finish_from_artifact(std::shared_ptr<const CompiledArtifact> artifact, const AotConfig& config,
+                                   CacheReport report) {
+  CompiledGraphs graphs = compile_artifact_graphs(*artifact, config);
+  CompileOutput out;
+  out.state = state_of(*artifact, config, graphs);
+  out.runtime = post_compile(artifact, std::move(graphs));
+  out.artifact = std::move(artifact);
+  out.cache = std::move(report);
+  return out;
+}
+
+}  // namespace
+
 Task<CompileOutput> compile_async(std::string name, Function fn, TensorList example_args, AotConfig config,
-                                  const Pipeline<CompileState>& pipeline, const JobEnv& env) {
+                                  const Pipeline<CompileState>& pipeline, const JobEnv& env,
+                                  std::shared_ptr<const Graph> program) {
+  CacheReport report;
+  std::optional<CacheKey> key;
+  FlightLead lead;
+  std::shared_ptr<CompileCache> cache = config.cache;
+  if (cache) {
+    std::shared_ptr<const CompiledArtifact> found;
+    {
+      StageRunScope scope(env, "cache lookup");
+      std::exception_ptr error;
+      try {
+        CacheKeyOrBypass k = make_cache_key(program.get(), fn, example_args, config, pipeline.to_string());
+        if (!k.key) {
+          report = {CacheOutcome::Bypassed, "", std::move(k.bypass_reason)};
+        } else {
+          key = std::move(k.key);
+          report.key = key->digest;
+          CompileCache::FlightTicket ticket = cache->join_flight(key->digest);
+          if (ticket.leader) {
+            lead.cache = cache.get();
+            lead.digest = key->digest;
+            lead.flight = ticket.flight;
+          } else {
+            found = co_await ticket.flight->wait(env.scheduler);  // the leader's compile
+          }
+          if (!found) {
+            std::shared_ptr<CompiledArtifact> loaded = cache->load(*key, &report.note);
+            if (loaded) loaded->name = name;
+            found = std::move(loaded);
+            lead.artifact = found;
+          } else if (found->name != name) {
+            auto renamed = std::make_shared<CompiledArtifact>(*found);
+            renamed->name = name;
+            found = std::move(renamed);
+          }
+        }
+      } catch (...) {
+        error = std::current_exception();
+      }
+      if (error) scope.failed(std::move(error));
+      scope.succeeded();
+    }
+    if (found) {
+      report.outcome = CacheOutcome::Hit;
+      cache->count(CacheOutcome::Hit);
+      StageRunScope scope(env, "cache hit");
+      CompileOutput out = finish_from_artifact(std::move(found), config, std::move(report));
+      scope.succeeded();
+      co_return out;
+    }
+  }
+
   auto state = std::make_shared<CompileState>();
   state->name = std::move(name);
-  state->config = std::move(config);
+  state->config = config;
   state->fn = std::move(fn);
   state->args = std::move(example_args);
   co_await pipeline.run(*state, env);
-  RuntimeFn runtime = apply_runtime_wrappers(state->wrappers, make_runtime(artifacts_of(*state)));
-  co_return CompileOutput{std::move(runtime), std::move(state)};
+  std::shared_ptr<const CompiledArtifact> artifact = artifact_of(*state);
+  if (key) {
+    if (auto why = why_not_artifact(*state)) {
+      report = {CacheOutcome::Bypassed, "", std::move(*why)};
+    } else {
+      report.outcome = CacheOutcome::Miss;
+      StageRunScope scope(env, "cache store");
+      cache->store(*key, *artifact);
+      lead.artifact = artifact;
+      scope.succeeded();
+    }
+  }
+  if (cache) cache->count(report.outcome);
+  CompileOutput out;
+  out.runtime = post_compile(artifact, {state->compiled_forward, state->compiled_backward}, state->wrappers);
+  out.artifact = std::move(artifact);
+  out.state = std::move(state);
+  out.cache = std::move(report);
+  co_return out;
 }
 
-CompileOutput compile(std::string name, Function fn, TensorList example_args, AotConfig config) {
+CompileOutput compile(std::string name, Function fn, TensorList example_args, AotConfig config,
+                      std::shared_ptr<const Graph> program) {
   static const Pipeline<CompileState> pipeline = default_compile_pipeline();
   JobEnv env{name, default_compile_scheduler()};
-  return sync_wait(compile_async(name, std::move(fn), std::move(example_args), std::move(config), pipeline, env));
+  return sync_wait(compile_async(name, std::move(fn), std::move(example_args), std::move(config), pipeline, env,
+                                 std::move(program)));
 }
 
 std::string input_signature(const TensorList& args) {

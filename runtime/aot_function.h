@@ -4,6 +4,8 @@
 // output aliasing as in eager). See docs/user-guide.md.
 #include <aotpipe/pipeline/pipeline.h>
 #include <aotpipe/pipeline/task.h>
+#include <aotpipe/runtime/compile_cache.h>
+#include <aotpipe/runtime/compiled_artifact.h>
 #include <aotpipe/stages/compile_state.h>
 
 #include <memory>
@@ -18,13 +20,22 @@ Pipeline<CompileState> default_compile_pipeline();
 
 struct CompileOutput {
   RuntimeFn runtime;                     // the outer calling convention (the user's)
-  std::shared_ptr<const CompileState> state;  // graphs, metadata and partition, for inspection
+  // Graphs, metadata and partition, for inspection. After a cache hit: rebuilt from the
+  // artifact (state_of), with `fn` and `args` empty.
+  std::shared_ptr<const CompileState> state;
+  std::shared_ptr<const CompiledArtifact> artifact;  // the compile as data
+  CacheReport cache;                                 // what config.cache did
 };
 
-// One compile of `fn` for `example_args` (never modified) through `pipeline`.
+// One compile of `fn` for `example_args` (never modified) through `pipeline`: looked up in
+// config.cache first when there is one (keyed on `program` when given, the graph `fn` runs,
+// else on a fake trace of `fn`), stored there after a miss. Either way the callable comes from
+// post_compile(artifact).
 Task<CompileOutput> compile_async(std::string name, Function fn, TensorList example_args, AotConfig config,
-                                  const Pipeline<CompileState>& pipeline, const JobEnv& env);
-CompileOutput compile(std::string name, Function fn, TensorList example_args, AotConfig config = {});
+                                  const Pipeline<CompileState>& pipeline, const JobEnv& env,
+                                  std::shared_ptr<const Graph> program = nullptr);
+CompileOutput compile(std::string name, Function fn, TensorList example_args, AotConfig config = {},
+                      std::shared_ptr<const Graph> program = nullptr);
 
 // The scheduler aot_function compiles on (created on first use).
 Scheduler& default_compile_scheduler();

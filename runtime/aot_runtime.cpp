@@ -28,6 +28,43 @@ std::vector<bool> autograd_return_mask(const ViewAndMutationMeta& meta) {
   return mask;
 }
 
+// What the runtime needs from a finished compile; immutable and shared by every call.
+struct CompiledArtifacts {
+  std::shared_ptr<const CompiledArtifact> artifact;
+  const std::string& name;
+  const ViewAndMutationMeta& meta;  // of the inner calling convention
+  bool trace_joint = false;
+  CompiledGraph forward;  // training: primals -> forward returns + saved values; else inference
+  CompiledGraph backward; // saved values + tangents -> gradients of the grad-requiring primals
+  std::size_t num_saved = 0;
+  std::vector<bool> tangent_mask;  // per forward return
+  // Per forward return: goes through autograd (not a metadata-only input mutation or an aliased
+  // output, which Python wraps in TensorAlias).
+  std::vector<bool> autograd_returns;
+  const std::vector<std::size_t>& grad_primals;     // primal index of each backward output
+  const std::vector<std::size_t>& undefined_grads;  // backward outputs autograd left undefined
+  // A call with a tensor on another device is refused by name instead of failing in a kernel.
+  const std::vector<c10::Device>& input_devices;
+
+  CompiledArtifacts(std::shared_ptr<const CompiledArtifact> a, CompiledGraphs graphs)
+      : artifact(std::move(a)),
+        name(artifact->name),
+        meta(artifact->meta),
+        trace_joint(artifact->trace_joint),
+        forward(std::move(graphs.forward)),
+        backward(std::move(graphs.backward)),
+        grad_primals(artifact->grad_inputs),
+        undefined_grads(artifact->undefined_grads),
+        input_devices(artifact->input_devices) {
+    if (!trace_joint) return;
+    if (!artifact->partition || !artifact->joint)
+      throw std::logic_error("aotpipe: a training compile without a partitioned joint graph");
+    num_saved = artifact->partition->saved_values.size();
+    tangent_mask = forward_tangent_mask(meta);  // the joint's tangent inputs
+    autograd_returns = autograd_return_mask(meta);
+  }
+};
+
 // Keeps the artifacts alive for as long as the autograd graph that may run their backward.
 struct ArtifactsHolder : torch::CustomClassHolder {
   explicit ArtifactsHolder(std::shared_ptr<const CompiledArtifacts> a) : artifacts(std::move(a)) {}
@@ -151,7 +188,8 @@ at::Tensor regenerate_output(const ViewAndMutationMeta& meta, std::size_t j, con
 
 }  // namespace
 
-RuntimeFn make_runtime(std::shared_ptr<const CompiledArtifacts> artifacts) {
+RuntimeFn make_runtime(std::shared_ptr<const CompiledArtifact> artifact, CompiledGraphs graphs) {
+  auto artifacts = std::make_shared<const CompiledArtifacts>(std::move(artifact), std::move(graphs));
   return [artifacts](TensorList args) -> TensorList {
     const CompiledArtifacts& a = *artifacts;
     const ViewAndMutationMeta& meta = a.meta;
@@ -221,30 +259,6 @@ RuntimeFn make_runtime(std::shared_ptr<const CompiledArtifacts> artifacts) {
     if (meta.grad_enabled_mutation) at::GradMode::set_enabled(*meta.grad_enabled_mutation);
     return result;
   };
-}
-
-std::shared_ptr<const CompiledArtifacts> artifacts_of(const CompileState& state) {
-  auto a = std::make_shared<CompiledArtifacts>();
-  a->name = state.name;
-  a->meta = state.meta;
-  a->trace_joint = state.needs_autograd;
-  a->forward = state.compiled_forward;
-  a->backward = state.compiled_backward;
-  for (const at::Tensor& arg : state.args) a->input_devices.push_back(arg.defined() ? arg.device() : c10::Device(c10::kCPU));
-  if (state.needs_autograd) {
-    if (!state.partition || !state.joint)
-      throw std::logic_error("aotpipe: a training compile without a partitioned joint graph");
-    a->num_saved = state.partition->saved_values.size();
-    // The joint differentiates with respect to the primals that require grad once the function
-    // has run (as PyTorch's create_joint), counting an input the function made require grad
-    // (`a.requires_grad_(true)`) but not a mutated input that came to require grad through the
-    // mutation: prepare_forward mutates a clone of it, as fn_prepped_for_autograd does.
-    a->grad_primals = state.grad_inputs;
-    a->undefined_grads = state.undefined_grads;
-    a->tangent_mask = forward_tangent_mask(state.meta);  // the joint's tangent inputs
-    a->autograd_returns = autograd_return_mask(state.meta);
-  }
-  return a;
 }
 
 }  // namespace aotpipe

@@ -45,7 +45,7 @@ Task<CompileOutput> compile_job(CompileJob& job, const Pipeline<CompileState>& p
   hooks.add(log);
   JobEnv env{batch_env.job_name, batch_env.scheduler, batch_env.stop_token, &hooks};
   co_return co_await compile_async(job.name, std::move(job.fn), std::move(job.example_args), std::move(job.config),
-                                   pipeline, env);
+                                   pipeline, env, std::move(job.program));
 }
 
 }  // namespace

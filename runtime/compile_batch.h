@@ -22,7 +22,10 @@ struct CompileJob {
   std::string name;
   Function fn;
   TensorList example_args;  // never modified
-  AotConfig config;
+  AotConfig config;         // config.cache: look the compile up there first, store it after
+  // The graph `fn` runs, when it has one (a graph file, an exported program): the compile
+  // cache keys on it. Null: the cache keys on a fake trace of `fn`.
+  std::shared_ptr<const Graph> program;
 };
 
 struct StageTime {

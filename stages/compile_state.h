@@ -5,14 +5,17 @@
 //   pre-compile   transforms (fn, args, meta) for the stages after it (a stage's run());
 //   post-compile  a RuntimeWrapper pushed onto `wrappers`: a function from the compiled callable
 //                 of the inner calling convention to one of the outer convention.
-// The post-compile halves are plain data plus a wrap function, so a cached compile can rebuild
-// its runtime by re-running only them (see runtime/compiled_function.h).
+// The built-in stages' post-compile halves are plain data (RuntimeWrapper::plan), so a cached
+// compile rebuilds its runtime from the plans alone (runtime/post_compile.h).
 #include <aotpipe/graph/graph.h>
+#include <aotpipe/pipeline/identified.h>
+#include <aotpipe/stages/common/runtime_plans.h>
 #include <aotpipe/stages/metadata/collect_metadata.h>
 #include <aotpipe/stages/partition/partitioner.h>
 
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -24,6 +27,13 @@ using CompiledGraph = std::function<TensorList(TensorList)>;
 // A backend compiler: gets a functional ATen graph and the metadata of its example inputs.
 using Compiler = std::function<CompiledGraph(const Graph&, const std::vector<TensorMeta>&)>;
 
+// A compiler the compile cache may key on: `identity` names it, its version and its options
+// (pipeline/identified.h). backends::interpreter() is one; a plain lambda is not, and a compile
+// using one bypasses the cache.
+Compiler named_compiler(std::string identity, Compiler compiler);
+
+class CompileCache;  // runtime/compile_cache.h
+
 struct AotConfig {
   Compiler fw_compiler;         // empty: backends::interpreter()
   Compiler bw_compiler;         // empty: same as fw_compiler
@@ -34,6 +44,9 @@ struct AotConfig {
   // Fake traces may run an op with no Meta kernel on zero-filled CPU tensors (counted in
   // CompileState::cpu_fallbacks). false: such an op fails the compile, naming it.
   bool allow_cpu_fallback = true;
+  // Where compiles are looked up and stored (runtime/compile_cache.h); null: no cache. Not part
+  // of the cache key.
+  std::shared_ptr<CompileCache> cache;
 };
 
 // The callable at one layer of the runtime.
@@ -42,7 +55,13 @@ using RuntimeFn = std::function<TensorList(TensorList)>;
 struct RuntimeWrapper {
   std::string stage;                          // which stage's post-compile half this is
   std::function<RuntimeFn(RuntimeFn)> wrap;   // inner convention -> outer convention
+  // The built-in stages' halves as data; a wrapper without one (a user stage's closure) makes
+  // the compile uncacheable.
+  std::optional<RuntimePlan> plan;
 };
+
+// The wrapper of a built-in stage's plan: what the stage pushes and what post_compile rebuilds.
+RuntimeWrapper runtime_wrapper(RuntimePlan plan);
 
 struct CompileState {
   std::string name = "compile";

@@ -15,6 +15,7 @@
 #include <aotpipe/runtime/aot_function.h>
 #include <aotpipe/runtime/aot_module.h>
 #include <aotpipe/runtime/compile_batch.h>
+#include <aotpipe/runtime/compile_cache.h>
 #include <aotpipe/runtime/compile_pipeline.h>
 #include <aotpipe/runtime/eager_equivalence.h>
 #include <aotpipe/runtime/graph_function.h>

@@ -141,9 +141,7 @@ RuntimeFn dedupe_post_compile(DedupeInfo info, RuntimeFn compiled) {
 }
 
 Task<void> DedupeStage::run(CompileState& state, const JobEnv&) const {
-  DedupeInfo info = dedupe_pre_compile(state);
-  state.wrappers.push_back(
-      {"dedupe", [info = std::move(info)](RuntimeFn inner) { return dedupe_post_compile(info, std::move(inner)); }});
+  state.wrappers.push_back(runtime_wrapper(dedupe_pre_compile(state)));
   co_return;
 }
 

@@ -8,23 +8,12 @@
 // compiled for and names the inputs when it does not. See docs/stages/dedupe.md.
 #include <aotpipe/pipeline/job_env.h>
 #include <aotpipe/pipeline/task.h>
+#include <aotpipe/stages/common/runtime_plans.h>
 #include <aotpipe/stages/compile_state.h>
 
 #include <string_view>
 
 namespace aotpipe {
-
-struct DedupeInfo {
-  bool specialized = false;            // strategy 2 ran: the inner function takes fewer arguments
-  std::vector<bool> keep_arg_mask;     // per outer argument: kept in the inner convention
-  std::vector<std::size_t> add_dupe_map;  // per outer argument: its inner index
-  // The duplicate pattern the graph was compiled for: per argument, the first argument that is
-  // the same tensor (itself when it is the first).
-  std::vector<std::size_t> first_occurrence;
-
-  TensorList remove_dupe_args(TensorList args) const;
-  TensorList add_dupe_args(const TensorList& args) const;
-};
 
 // Per argument, the first argument that is the same tensor object.
 std::vector<std::size_t> duplicate_pattern(const TensorList& args);

@@ -73,7 +73,16 @@ PartitionResult default_partition(const JointGraph& joint) {
 }
 
 Partitioner default_partition() {
-  return [](const JointGraph& joint) { return default_partition(joint); };
+  return named_partitioner("aotpipe.default_partition/1",
+                           [](const JointGraph& joint) { return default_partition(joint); });
 }
 
 }  // namespace aotpipe::partitioners
+
+namespace aotpipe {
+
+Partitioner named_partitioner(std::string identity, Partitioner partitioner) {
+  return Identified<PartitionResult(const JointGraph&)>{std::move(identity), std::move(partitioner)};
+}
+
+}  // namespace aotpipe

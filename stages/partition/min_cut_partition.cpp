@@ -8,6 +8,7 @@
 #include <aotpipe/stages/partition/op_classes.h>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -354,10 +355,23 @@ PartitionResult min_cut_rematerialization_partition(const JointGraph& joint, con
   return detail::assemble_partition(p->graph, p->view, std::move(saved), /*autograd_order=*/true);
 }
 
+std::string min_cut_identity(const MinCutOptions& o) {
+  // Every option, so that two configurations never share a cache entry.
+  std::string text = fmt::format(
+      "aotpipe.min_cut/1 ban_far_apart={} ban_long_chains={} ban_materialized_bw={} ban_not_in_allowlist={} "
+      "ban_reductions={} recompute_views={} cse={} max_dist_from_bw={} algorithm={} extra=[{}]",
+      o.ban_recompute_used_far_apart, o.ban_recompute_long_fusible_chains, o.ban_recompute_materialized_backward,
+      o.ban_recompute_not_in_allowlist, o.ban_recompute_reductions, o.recompute_views, o.cse, o.max_dist_from_bw,
+      to_string(o.algorithm), fmt::join(o.extra_recomputable_ops, ","));
+  if (o.recomputable_ops) text += fmt::format(" recomputable=[{}]", fmt::join(*o.recomputable_ops, ","));
+  return text;
+}
+
 Partitioner min_cut_rematerialization_partition(MinCutOptions options) {
-  return [options = std::move(options)](const JointGraph& joint) {
+  std::string identity = min_cut_identity(options);
+  return named_partitioner(std::move(identity), [options = std::move(options)](const JointGraph& joint) {
     return min_cut_rematerialization_partition(joint, options);
-  };
+  });
 }
 
 MinCutProblem build_min_cut_problem(const JointGraph& joint, const MinCutOptions& options) {

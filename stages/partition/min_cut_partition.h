@@ -39,6 +39,8 @@ struct MinCutOptions {
 // use. Falls back to default_partition when nothing depends on the tangents. Throws
 // PartitionError (e.g. when a value can be neither saved nor recomputed).
 Partitioner min_cut_rematerialization_partition(MinCutOptions options = {});
+// Its identity for the compile cache: the version and every option.
+std::string min_cut_identity(const MinCutOptions& options);
 PartitionResult min_cut_rematerialization_partition(const JointGraph& joint, const MinCutOptions& options);
 
 // For tests and the benchmark: the flow network the partitioner builds for `joint` (after

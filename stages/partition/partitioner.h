@@ -2,6 +2,7 @@
 // Partitioners split a joint forward+backward graph into a forward graph and a backward graph
 // (PyTorch's torch/_functorch/partitioners.py). See docs/stages/partition.md.
 #include <aotpipe/graph/graph.h>
+#include <aotpipe/pipeline/identified.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -34,5 +35,9 @@ struct PartitionResult {
 };
 
 using Partitioner = std::function<PartitionResult(const JointGraph&)>;
+
+// A partitioner the compile cache may key on (pipeline/identified.h): `identity` names it, its
+// version and its options. The built-in partitioners are such; a plain lambda bypasses the cache.
+Partitioner named_partitioner(std::string identity, Partitioner partitioner);
 
 }  // namespace aotpipe

@@ -54,10 +54,7 @@ RuntimeFn synthetic_base_post_compile(SyntheticBaseInfo info, RuntimeFn compiled
 }
 
 Task<void> SyntheticBaseStage::run(CompileState& state, const JobEnv&) const {
-  SyntheticBaseInfo info = synthetic_base_pre_compile(state);
-  state.wrappers.push_back({"synthetic_base", [info = std::move(info)](RuntimeFn inner) {
-                              return synthetic_base_post_compile(info, std::move(inner));
-                            }});
+  state.wrappers.push_back(runtime_wrapper(synthetic_base_pre_compile(state)));
   co_return;
 }
 

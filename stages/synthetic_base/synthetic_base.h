@@ -6,19 +6,13 @@
 // docs/stages/synthetic_base.md.
 #include <aotpipe/pipeline/job_env.h>
 #include <aotpipe/pipeline/task.h>
+#include <aotpipe/stages/common/runtime_plans.h>
 #include <aotpipe/stages/compile_state.h>
 #include <aotpipe/stages/synthetic_base/merge_view_inputs.h>
 
 #include <string_view>
 
 namespace aotpipe {
-
-struct SyntheticBaseInfo {
-  bool needed = false;
-  bool is_inference = false;
-  std::vector<InputAliasInfo> outer_input_info;  // metadata of the caller's arguments
-  std::vector<std::size_t> aliased_arg_idx_with_metadata_mutations;
-};
 
 SyntheticBaseInfo synthetic_base_pre_compile(CompileState& state);
 RuntimeFn synthetic_base_post_compile(SyntheticBaseInfo info, RuntimeFn compiled);

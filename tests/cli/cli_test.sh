@@ -22,6 +22,13 @@
 #                                             failures with their rank (exit 77 without mpirun)
 #   cli_test.sh stages_in_docs   AOTPIPE SOURCE_DIR
 #                                             docs/cli.md's stage table is what --list-stages prints
+#   cli_test.sh cache            AOTPIPE SOURCE_DIR
+#                                             4 processes compile the corpus into one cache at once; a
+#                                             re-run hits every graph with the same results; stats,
+#                                             explain, clear, --no-cache
+#   cli_test.sh cache_kill       AOTPIPE SOURCE_DIR
+#                                             a compile killed (SIGKILL) mid-batch leaves a cache the
+#                                             re-run reads without a warning, recompiling the rest
 #   cli_test.sh compile_cuda     AOTPIPE SOURCE_DIR
 #                                             --device cuda:0 without a GPU: every example compiles and
 #                                             every value of its compiled graphs is on cuda:0
@@ -32,6 +39,8 @@ fixtures=$src/tests/cli/fixtures
 failures=0
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+# Every test has its own compile cache (aotpipe compile's default one is under XDG_CACHE_HOME).
+export XDG_CACHE_HOME=$tmp/xdg-cache
 
 check() {  # check DESCRIPTION COMMAND...: count a failed assertion, keep going
   local what=$1; shift
@@ -131,7 +140,7 @@ case $mode in
     # Truly fake: no op of the corpus runs its CPU kernel while compiling (else --no-cpu-fallback fails it).
     check "the summary reports no CPU fallback" grep -q "CPU fallback: none" "$tmp/out"
     check "every graph's fallback column is 0" \
-      bash -c "! grep -E ' ok$' '$tmp/out' | awk '{ if (\$(NF-3) != 0) print }' | grep -q ."
+      bash -c "! grep -E ' ok$' '$tmp/out' | awk '{ if (\$(NF-4) != 0) print }' | grep -q ."
     n=0
     for f in "$src"/examples/*.aotg "$src"/examples/pt2/*.pt2; do
       n=$((n + 1))
@@ -261,7 +270,7 @@ case $mode in
     run compile "$src/tests/cli/uncovered/cdist_l1.aotg" --no-svg --check
     check "exit status 0 with the fallback allowed" test "$(rc)" -eq 0
     check "the table counts 3 fallback calls (forward: metadata and joint traces; backward)" \
-      bash -c "grep -E '^cdist_l1 ' '$tmp/out' | awk '{ exit !(\$(NF-3) == 3) }'"
+      bash -c "grep -E '^cdist_l1 ' '$tmp/out' | awk '{ exit !(\$(NF-4) == 3) }'"
     check "the summary names the ops" bash -c "grep -qE 'aten::_cdist_forward +2 calls in 1 graph$' '$tmp/out' && grep -qE 'aten::_cdist_backward +1 call in 1 graph$' '$tmp/out'"
     run compile "$src/tests/cli/uncovered/cdist_l1.aotg" --no-svg --no-cpu-fallback
     check "exit status 1 with the fallback refused" test "$(rc)" -eq 1
@@ -284,8 +293,70 @@ case $mode in
     check "factories name cuda:0" bash -c "! xargs grep -h 'device(\"cpu\")' <'$tmp/graphs'"
     check "mlp_layer's forward is on cuda:0" grep -q "device=cuda:0" "$tmp/out.d/mlp_layer/forward.aotg"
     check "a CPU-exported .pt2 compiles for cuda:0" grep -q "device=cuda:0" "$tmp/out.d/resnet_bn_train/forward.aotg"
+    # Compiled again: every graph comes from the cache (constants without data included).
+    cp "$tmp/out.d/lstm_cell/forward.aotg" "$tmp/lstm_cold.aotg"
+    run compile "$src/examples" -j 2 --device cuda:0 --no-svg --no-cpu-fallback --out "$tmp/out.d"
+    check "a warm compile for cuda:0 hits every graph" grep -q "compile cache: $((n - 1)) hits, 0 misses" "$tmp/out"
+    check "the hit writes the cold compile's forward graph" cmp "$tmp/lstm_cold.aotg" "$tmp/out.d/lstm_cell/forward.aotg"
     run compile "$src/examples/mlp_layer.aotg" --device gpu0
     check "a bad --device is a usage error naming it" bash -c "grep -q \"not a device: 'gpu0'\" '$tmp/err'"
+    ;;
+  cache)
+    cache=$tmp/cache
+    n=$(ls "$src"/examples/*.aotg | wc -l)
+    pids=()
+    for p in 1 2 3 4; do
+      "$exe" compile "$src/examples" -j 1 --no-svg --cache-dir "$cache" >"$tmp/p$p.out" 2>"$tmp/p$p.err" &
+      pids+=($!)
+    done
+    for p in 1 2 3 4; do
+      wait "${pids[$((p - 1))]}"
+      check "concurrent process $p exits 0" test $? -eq 0
+      check "concurrent process $p warns of no unusable entry" bash -c "! grep -q unusable '$tmp/p$p.err'"
+    done
+    run compile "$src/examples" -j 2 --no-svg --cache-dir "$cache" --check --out "$tmp/warm"
+    check "the warm run exits 0" test "$(rc)" -eq 0
+    m=$(grep -cE ' ok$' "$tmp/out")
+    check "the warm run hits every graph ($m)" grep -qE "compile cache: $m hits, 0 misses, 0 bypassed" "$tmp/out"
+    check "the warm run warns of nothing" bash -c "! grep -q warn '$tmp/err'"
+    check "hits are marked per graph" bash -c "grep -E ' ok$' '$tmp/out' | awk '{ if (\$(NF-3) != \"hit\") exit 1 }'"
+    "$exe" compile "$src/examples" -j 2 --no-svg --no-cache --out "$tmp/cold" >"$tmp/cold.out" 2>&1
+    check "--no-cache compiles (cache off)" grep -q "compile cache: off" "$tmp/cold.out"
+    for f in forward backward joint; do
+      check "hit and cold compile write identical mlp_layer/$f.aotg" cmp "$tmp/warm/mlp_layer/$f.aotg" "$tmp/cold/mlp_layer/$f.aotg"
+    done
+    check "hit and cold compile write identical lstm_cell metadata" cmp "$tmp/warm/lstm_cell/metadata.json" "$tmp/cold/lstm_cell/metadata.json"
+    run cache stats --cache-dir "$cache"
+    check "stats counts the entries" grep -qE "^entries +$m$" "$tmp/out"
+    check "stats sees no temporary file left" grep -qE "^temporary files +0$" "$tmp/out"
+    run cache explain "$src/examples/mlp_layer.aotg" --cache-dir "$cache"
+    for ingredient in program inputs grad_mode pipeline partition_fn fw_compiler aotpipe libtorch; do
+      check "explain shows the $ingredient ingredient" grep -qE "^  $ingredient " "$tmp/out"
+    done
+    check "explain finds the entry" bash -c "grep -E '^  entry ' '$tmp/out' | grep -vq absent"
+    run cache explain "$src/examples/mlp_layer.aotg" --cache-dir "$cache" --partitioner default
+    check "another partitioner is another key, not stored yet" bash -c "grep -E '^  entry ' '$tmp/out' | grep -q absent"
+    run cache clear --cache-dir "$cache"
+    check "clear removes every entry" grep -q "removed $m entries" "$tmp/out"
+    run cache stats --cache-dir "$cache"
+    check "stats after clear: 0 entries" grep -qE "^entries +0$" "$tmp/out"
+    test "$n" -gt 0
+    ;;
+  cache_kill)
+    cache=$tmp/cache
+    # The whole corpus on one thread, killed as soon as its first entry is published.
+    "$exe" compile "$src/examples" -j 1 --no-svg --cache-dir "$cache" >"$tmp/killed.out" 2>&1 &
+    pid=$!
+    until [ -n "$(find "$cache" -name '*.entry' 2>/dev/null | head -1)" ] || ! kill -0 "$pid" 2>/dev/null; do :; done
+    kill -KILL "$pid" 2>/dev/null
+    wait "$pid"
+    check "the compile was killed mid-batch" bash -c "! grep -q '^Summary' '$tmp/killed.out'"
+    run compile "$src/examples" -j 2 --no-svg --cache-dir "$cache"
+    check "the re-run exits 0" test "$(rc)" -eq 0
+    check "the re-run warns of no unusable entry" bash -c "! grep -q unusable '$tmp/err'"
+    check "the re-run loads what the killed run stored" grep -qE "compile cache: [1-9][0-9]* hits, [1-9][0-9]* misses" "$tmp/out"
+    run cache stats --cache-dir "$cache"
+    check "every graph has its entry now" grep -qE "^entries +$(ls "$src"/examples/*.aotg "$src"/examples/pt2/*.pt2 | wc -l)$" "$tmp/out"
     ;;
   *)
     echo "unknown mode $mode" >&2

@@ -19,7 +19,8 @@ void print_table(const std::vector<GraphRow>& rows, const std::vector<std::strin
   for (const GraphRow& r : rows) name_width = std::max(name_width, r.name.size());
   fmt::print("{:<{}} {:>6} {:>5} {:>5}", "graph", name_width, "ops", "fw", "bw");
   for (const std::string& s : stages) fmt::print(" {:>{}}", s, std::max<std::size_t>(s.size(), 7));
-  fmt::print(" {:>9} {:>8} {:>14} {:>14}  {}\n", "total ms", "fallback", "saved default", "saved min_cut", "result");
+  fmt::print(" {:>9} {:>8} {:>8} {:>14} {:>14}  {}\n", "total ms", "fallback", "cache", "saved default", "saved min_cut",
+             "result");
   for (const GraphRow& r : rows) {
     const GraphSummary* s = r.summary ? &*r.summary : nullptr;
     fmt::print("{:<{}} {:>6} {:>5} {:>5}", r.name, name_width, s ? std::to_string(s->ops) : "-",
@@ -28,8 +29,9 @@ void print_table(const std::vector<GraphRow>& rows, const std::vector<std::strin
       auto it = r.stage_ms.find(stage);
       fmt::print(" {:>{}}", it == r.stage_ms.end() ? "-" : fmt_ms(it->second), std::max<std::size_t>(stage.size(), 7));
     }
-    fmt::print(" {:>9} {:>8} {:>14} {:>14}  {}\n", r.total_ms > 0 ? fmt_ms(r.total_ms) : "-",
-               s ? std::to_string(total_cpu_fallback_calls(r.cpu_fallbacks)) : "-", s ? fmt_bytes(s->default_partition) : "-", s ? fmt_bytes(s->min_cut) : "-",
+    fmt::print(" {:>9} {:>8} {:>8} {:>14} {:>14}  {}\n", r.total_ms > 0 ? fmt_ms(r.total_ms) : "-",
+               s ? std::to_string(total_cpu_fallback_calls(r.cpu_fallbacks)) : "-", r.cache.empty() ? "-" : r.cache,
+               s ? fmt_bytes(s->default_partition) : "-", s ? fmt_bytes(s->min_cut) : "-",
                r.ok() ? "ok" : fmt::format("FAILED {}", r.failed_stage));
   }
 }
@@ -58,6 +60,18 @@ void print_cpu_fallbacks(const std::vector<GraphRow>& rows) {
     fmt::print("    {:<48} {:>10} in {}\n", op, count(calls, "call"), count(graphs_per_op[op], "graph"));
 }
 
+// How many graphs the compile cache served.
+void print_cache_outcomes(const std::vector<GraphRow>& rows) {
+  std::map<std::string, std::size_t> counts;
+  for (const GraphRow& r : rows)
+    if (!r.cache.empty()) ++counts[r.cache];
+  if (counts.empty() || (counts.size() == 1 && counts.count("off"))) {
+    fmt::print("  compile cache: off\n");
+    return;
+  }
+  fmt::print("  compile cache: {} hits, {} misses, {} bypassed\n", counts["hit"], counts["miss"], counts["bypassed"]);
+}
+
 }  // namespace
 
 void print_summary(const std::vector<GraphRow>& rows, double wall_seconds, const std::string& workers) {
@@ -77,6 +91,7 @@ void print_summary(const std::vector<GraphRow>& rows, double wall_seconds, const
   fmt::print("  {:>8}  {:>8}  {:>8}  {:>10.2f}  {:>10.1f}  {:>14}  {:>14}\n", rows.size(), rows.size() - failed, failed,
              wall_seconds, wall_seconds > 0 ? compiled / wall_seconds : 0.0, saved_default, saved_min_cut);
   fmt::print("  ({})\n", workers);
+  print_cache_outcomes(rows);
   print_cpu_fallbacks(rows);
   if (!failed) return;
   fmt::print("\nFailures\n");
@@ -114,6 +129,7 @@ nlohmann::json to_json(const GraphRow& row) {
                       {"failed_stage", row.failed_stage},
                       {"message", row.message},
                       {"origin", row.origin},
+                      {"cache", row.cache},
                       {"summary", nullptr}};
   if (row.summary) {
     const GraphSummary& s = *row.summary;
@@ -137,6 +153,7 @@ GraphRow graph_row_from_json(const nlohmann::json& j) {
   row.failed_stage = j.at("failed_stage").get<std::string>();
   row.message = j.at("message").get<std::string>();
   row.origin = j.value("origin", std::string());
+  row.cache = j.value("cache", std::string());
   if (const nlohmann::json& s = j.at("summary"); !s.is_null()) {
     GraphSummary summary;
     summary.training = s.at("training").get<bool>();

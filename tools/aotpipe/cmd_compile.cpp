@@ -1,6 +1,6 @@
 // aotpipe compile INPUT... [-j N] [--pipeline SPEC] [--partitioner min_cut|default] [--out DIR]
 //                          [--trace FILE] [--check] [--no-svg] [--seed N] [--device D]
-//                          [--no-cpu-fallback]
+//                          [--no-cpu-fallback] [--cache-dir DIR | --no-cache]
 //
 // Every graph file (a directory stands for its *.aotg and *.pt2 files, recursively) is read as a
 // user program: its forward function, with example inputs made from the inputs' TensorMeta. A
@@ -10,9 +10,11 @@
 // partition, compile; tracing on fake tensors). A file that cannot be read, parsed, verified or
 // compiled is reported with its stage and message, and the rest of the batch completes. Then a
 // summary table (ops, time per stage, CPU-fallback calls, saved bytes under default vs min-cut);
-// the exit status is 1 when anything failed.
+// the exit status is 1 when anything failed. Compiles go through the compile cache
+// (runtime/compile_cache.h) unless --no-cache: the table says hit or miss per graph.
 #include "aotpipe/batch_report.h"
 #include "aotpipe/commands.h"
+#include "aotpipe/compile_jobs.h"
 #include "aotpipe/compile_report.h"
 #include "aotpipe/exported_programs.h"
 #include "aotpipe/graph_files.h"
@@ -64,85 +66,18 @@ struct CompileOptions {
   bool no_cpu_fallback = false;
   std::string shard;     // "K/N": compile only that shard of the batch
   std::string manifest;  // where the shard's manifest goes (default: <out>/shards/shard-K-of-N.json)
+  std::string cache_dir;  // empty: CompileCache::default_directory()
+  bool no_cache = false;
 };
 
-
-// A graph file (or torch.export archive) loaded and turned into a compile job, or the reason it
-// could not be.
-struct PreparedGraph {
-  std::shared_ptr<Graph> graph;            // an .aotg file
-  std::optional<ExportedProgram> program;  // a .pt2 archive
-  std::optional<CompileJob> job;
-};
-
-CompileJob make_job(std::string name, Function fn, TensorList example_args, const CompileOptions& options,
-                    const Partitioner& partitioner) {
-  CompileJob job{std::move(name), std::move(fn), std::move(example_args), {}};
-  job.config.partition_fn = partitioner;
-  job.config.allow_cpu_fallback = !options.no_cpu_fallback;
-  return job;
+std::shared_ptr<CompileCache> open_cache(const CompileOptions& options) {
+  if (options.no_cache) return nullptr;
+  CompileCacheOptions cache;
+  cache.directory = options.cache_dir;
+  cache.on_warning = [](std::string_view message) { spdlog::warn("{}", message); };
+  return std::make_shared<CompileCache>(std::move(cache));
 }
 
-// A .pt2 archive: its flat function (lifted state, then user inputs) compiled on metadata examples
-// of its graph's inputs, as an .aotg graph is.
-void prepare_exported(const GraphFile& file, const CompileOptions& options, const Partitioner& partitioner,
-                      GraphRow& row, PreparedGraph& prepared) {
-  try {
-    LoadExportedProgramOptions load;
-    if (!options.device.empty()) load.device = c10::Device(options.device);
-    prepared.program = load_exported_program(file.path, load);
-  } catch (const std::exception& e) {
-    row.failed_stage = "import error";
-    row.message = strip_backtrace(e.what());
-    return;
-  }
-  const ExportedProgram& program = *prepared.program;
-  row.name = program.name();
-  try {
-    CompileJob job = make_job(row.name, program.flat_function(), metadata_example_args(program.graph()), options,
-                              partitioner);
-    job.config.num_params_buffers = program.lifted_tensors().size();
-    prepared.job = std::move(job);
-  } catch (const std::exception& e) {
-    row.failed_stage = "unsupported";
-    row.message = strip_backtrace(e.what());
-  }
-}
-
-PreparedGraph prepare(const GraphFile& file, const CompileOptions& options, const Partitioner& partitioner,
-                      GraphRow& row) {
-  PreparedGraph prepared;
-  row.name = file.path.stem().string();  // until the graph's own name is known
-  if (!file.error.empty()) {
-    row.failed_stage = to_string(FailureStage::Read);
-    row.message = file.error;
-    return prepared;
-  }
-  if (is_exported_program_file(file.path)) {
-    prepare_exported(file, options, partitioner, row, prepared);
-    return prepared;
-  }
-  LoadedGraph loaded = load_graph(file.path);
-  if (loaded.failure) {
-    row.failed_stage = to_string(loaded.failure->stage);
-    row.message = loaded.failure->message;
-    return prepared;
-  }
-  prepared.graph = std::make_shared<Graph>(std::move(*loaded.graph));
-  row.name = prepared.graph->name();
-  try {
-    if (!options.device.empty()) retarget_device(*prepared.graph, c10::Device(options.device));
-    auto gen = at::make_generator<at::CPUGeneratorImpl>(options.seed);
-    bind_random_constants(*prepared.graph, gen);
-    // Compiles are fake: metadata examples, so no data is made and no device is needed.
-    prepared.job = make_job(row.name, graph_function(prepared.graph), metadata_example_args(*prepared.graph), options,
-                            partitioner);
-  } catch (const std::exception& e) {
-    row.failed_stage = "unsupported";
-    row.message = strip_backtrace(e.what());
-  }
-  return prepared;
-}
 
 // Graph names label jobs, output folders and trace events: make them unique ("name", "name#2").
 void make_names_unique(std::vector<GraphRow>& rows, std::vector<PreparedGraph>& prepared) {
@@ -188,7 +123,8 @@ int run_compile(const CompileOptions& options) {
     mpi = std::make_unique<MpiSession>();
   }
   const bool reporter = !mpi || mpi->rank() == 0;  // prints the progress and the report
-  const Partitioner partitioner = partitioner_named(options.partitioner);
+  JobSettings settings{options.device, options.seed, options.no_cpu_fallback, partitioner_named(options.partitioner),
+                       open_cache(options)};
   // A bad pipeline text is a usage error, reported before any work (exit 2 from main).
   const Pipeline<CompileState> pipeline = compile_stage_registry().parse(options.pipeline, "aot");
 
@@ -217,7 +153,7 @@ int run_compile(const CompileOptions& options) {
   std::vector<PreparedGraph> prepared(files.size());
   for (std::size_t i = 0; i < files.size(); ++i) {
     rows[i].file = files[i].path.string();
-    prepared[i] = prepare(files[i], options, partitioner, rows[i]);
+    prepared[i] = prepare(files[i], settings, rows[i]);
   }
   make_names_unique(rows, prepared);
 
@@ -273,6 +209,7 @@ int run_compile(const CompileOptions& options) {
     row.total_ms = std::chrono::duration<double, std::milli>(result.elapsed).count();
     for (const StageTime& s : result.stages)
       if (top_level_stages.count(s.stage)) row.stage_ms[s.stage] += std::chrono::duration<double, std::milli>(s.elapsed).count();
+    if (result.output) row.cache = std::string(to_string(result.output->cache.outcome));
     if (!result.ok()) {
       row.failed_stage = result.failed_stage.empty() ? std::string(to_string(result.status)) : result.failed_stage + " stage";
       row.message = strip_backtrace(result.message);
@@ -423,6 +360,11 @@ Command add_compile_command(CLI::App& parent) {
       });
   app->add_option("--manifest", options->manifest,
                   "Where --shard writes its manifest (default: OUT/shards/shard-K-of-N.json)");
+  app->add_option("--cache-dir", options->cache_dir,
+                  fmt::format("The compile cache's folder (default: {}); a graph compiled before with the same "
+                              "inputs, options and aotpipe build is loaded instead of compiled",
+                              CompileCache::default_directory().string()));
+  app->add_flag("--no-cache", options->no_cache, "Compile everything; neither read nor write the compile cache");
   app->add_flag("--no-cpu-fallback", options->no_cpu_fallback,
                 "Make every compile truly fake: an op with no Meta kernel fails its graph (naming the op) instead "
                 "of running its CPU kernel on zero-filled tensors");

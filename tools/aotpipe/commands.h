@@ -21,5 +21,7 @@ Command add_run_command(CLI::App& parent);
 Command add_compile_command(CLI::App& parent);
 // aotpipe gather MANIFEST|DIR...: the one report of a batch compiled with --shard K/N.
 Command add_gather_command(CLI::App& parent);
+// aotpipe cache stats|clear|explain INPUT...: the compile cache.
+Command add_cache_command(CLI::App& parent);
 
 }  // namespace aotpipe::cli

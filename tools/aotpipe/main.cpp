@@ -29,6 +29,7 @@ int main(int argc, char** argv) {
       aotpipe::cli::add_run_command(app),
       aotpipe::cli::add_compile_command(app),
       aotpipe::cli::add_gather_command(app),
+      aotpipe::cli::add_cache_command(app),
   };
 
   CLI11_PARSE(app, argc, argv);

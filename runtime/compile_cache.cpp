@@ -1,0 +1,337 @@
+#include <aotpipe/runtime/compile_cache.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <system_error>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace aotpipe {
+namespace fs = std::filesystem;
+
+namespace {
+
+// An entry: magic, format version, the key it was stored under, the payload's length and
+// checksum (XXH3-128), then the payload (serialize_artifact).
+constexpr char kMagic[8] = {'A', 'O', 'T', 'P', 'C', 'A', 'C', 'H'};
+constexpr std::string_view kEntrySuffix = ".entry";
+constexpr std::string_view kTempPrefix = ".tmp-";
+constexpr std::size_t kChecksumDigits = 32;  // content_hash_hex
+
+template <typename T>
+void put(std::string& out, T value) {
+  out.append(reinterpret_cast<const char*>(&value), sizeof value);
+}
+
+template <typename T>
+std::optional<T> take(std::string_view& in) {
+  if (in.size() < sizeof(T)) return std::nullopt;
+  T value;
+  std::memcpy(&value, in.data(), sizeof value);
+  in.remove_prefix(sizeof value);
+  return value;
+}
+
+std::optional<std::string> read_file(const fs::path& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  std::string bytes;
+  struct stat st {};
+  if (::fstat(fd, &st) == 0) bytes.reserve(static_cast<std::size_t>(st.st_size));
+  char buffer[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n < 0) {
+      ::close(fd);
+      return std::nullopt;
+    }
+    if (n == 0) break;
+    bytes.append(buffer, static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  return bytes;
+}
+
+bool write_all(int fd, std::string_view bytes) {
+  while (!bytes.empty()) {
+    const ssize_t n = ::write(fd, bytes.data(), bytes.size());
+    if (n <= 0) return false;
+    bytes.remove_prefix(static_cast<std::size_t>(n));
+  }
+  return true;
+}
+
+bool is_entry(const fs::path& path) { return path.extension() == kEntrySuffix; }
+bool is_temporary(const fs::path& path) { return path.filename().string().starts_with(kTempPrefix); }
+
+struct FileInfo {
+  fs::path path;
+  std::uint64_t bytes = 0;
+  struct timespec mtime {};
+};
+
+// Entries and temporary files under `root` (missing: none).
+std::vector<FileInfo> list_files(const fs::path& root) {
+  std::vector<FileInfo> files;
+  std::error_code ec;
+  for (fs::recursive_directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec)) {
+    if (!it->is_regular_file(ec)) continue;
+    struct stat st {};
+    if (::stat(it->path().c_str(), &st) != 0) continue;
+    files.push_back({it->path(), static_cast<std::uint64_t>(st.st_size), st.st_mtim});
+  }
+  return files;
+}
+
+bool older(const struct timespec& a, const struct timespec& b) {
+  return a.tv_sec != b.tv_sec ? a.tv_sec < b.tv_sec : a.tv_nsec < b.tv_nsec;
+}
+
+}  // namespace
+
+std::string_view to_string(CacheOutcome outcome) {
+  switch (outcome) {
+    case CacheOutcome::Off: return "off";
+    case CacheOutcome::Bypassed: return "bypassed";
+    case CacheOutcome::Miss: return "miss";
+    case CacheOutcome::Hit: return "hit";
+  }
+  return "?";
+}
+
+CompileCache::CompileCache(CompileCacheOptions options)
+    : directory_(options.directory.empty() ? default_directory() : std::move(options.directory)),
+      max_bytes_(options.max_bytes),
+      on_warning_(std::move(options.on_warning)) {}
+
+fs::path CompileCache::default_directory() {
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return fs::path(xdg) / "aotpipe" / "compile";
+  if (const char* home = std::getenv("HOME"); home && *home) return fs::path(home) / ".cache" / "aotpipe" / "compile";
+  return fs::temp_directory_path() / "aotpipe-compile-cache";
+}
+
+fs::path CompileCache::entry_path(std::string_view digest) const {
+  const std::string_view shard = digest.substr(0, std::min<std::size_t>(2, digest.size()));
+  return directory_ / fmt::format("v{}", kEntryVersion) / shard / fmt::format("{}{}", digest, kEntrySuffix);
+}
+
+void CompileCache::warn(std::string_view message) const {
+  if (on_warning_)
+    on_warning_(message);
+  else
+    fmt::print(stderr, "aotpipe: warning: {}\n", message);
+}
+
+void CompileCache::count(CacheOutcome outcome) {
+  switch (outcome) {
+    case CacheOutcome::Hit: hits_.fetch_add(1); break;
+    case CacheOutcome::Miss: misses_.fetch_add(1); break;
+    case CacheOutcome::Bypassed: bypassed_.fetch_add(1); break;
+    case CacheOutcome::Off: break;
+  }
+}
+
+std::shared_ptr<CompiledArtifact> CompileCache::load(const CacheKey& key, std::string* warning) {
+  const fs::path path = entry_path(key.digest);
+  std::optional<std::string> bytes = read_file(path);
+  if (!bytes) return nullptr;  // absent (or unreadable: then a store replaces it)
+  auto reject = [&](const std::string& why) -> std::shared_ptr<CompiledArtifact> {
+    rejected_.fetch_add(1);
+    const std::string message =
+        fmt::format("compile cache entry {} is unusable ({}); compiling again and replacing it", path.string(), why);
+    warn(message);
+    if (warning) *warning = message;
+    ::unlink(path.c_str());
+    return nullptr;
+  };
+  std::string_view in = *bytes;
+  if (in.size() < sizeof kMagic || std::memcmp(in.data(), kMagic, sizeof kMagic) != 0)
+    return reject("not an aotpipe cache entry");
+  in.remove_prefix(sizeof kMagic);
+  const auto version = take<std::uint32_t>(in);
+  if (!version) return reject("truncated header");
+  if (*version != kEntryVersion) return reject(fmt::format("entry format {}, this build reads {}", *version, kEntryVersion));
+  const auto key_length = take<std::uint32_t>(in);
+  if (!key_length || in.size() < *key_length) return reject("truncated header");
+  if (in.substr(0, *key_length) != key.digest) return reject("stored under another key");
+  in.remove_prefix(*key_length);
+  const auto payload_length = take<std::uint64_t>(in);
+  if (!payload_length || in.size() < kChecksumDigits) return reject("truncated header");
+  const std::string_view checksum = in.substr(0, kChecksumDigits);
+  in.remove_prefix(kChecksumDigits);
+  if (in.size() != *payload_length)
+    return reject(fmt::format("truncated: {} payload bytes of {}", in.size(), *payload_length));
+  if (content_hash_hex(in) != checksum) return reject("checksum mismatch");
+  std::shared_ptr<CompiledArtifact> artifact;
+  try {
+    artifact = std::make_shared<CompiledArtifact>(deserialize_artifact(in));
+  } catch (const std::exception& e) {
+    return reject(e.what());
+  }
+  ::utimensat(AT_FDCWD, path.c_str(), nullptr, 0);  // recently used: evicted last
+  return artifact;
+}
+
+void CompileCache::store(const CacheKey& key, const CompiledArtifact& artifact) {
+  const fs::path path = entry_path(key.digest);
+  std::string temp;
+  try {
+    const std::string payload = serialize_artifact(artifact);
+    std::string entry;
+    entry.reserve(payload.size() + 128);
+    entry.append(kMagic, sizeof kMagic);
+    put<std::uint32_t>(entry, kEntryVersion);
+    put<std::uint32_t>(entry, static_cast<std::uint32_t>(key.digest.size()));
+    entry += key.digest;
+    put<std::uint64_t>(entry, payload.size());
+    entry += content_hash_hex(payload);
+    entry += payload;
+
+    fs::create_directories(path.parent_path());
+    // Unique per process (pid) and within it (a process-wide serial: caches on one folder may
+    // be several objects).
+    static std::atomic<std::uint64_t> serial{0};
+    temp = (path.parent_path() / fmt::format("{}{}-{}-{}", kTempPrefix, ::getpid(), serial.fetch_add(1), key.digest))
+               .string();
+    const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0) throw std::system_error(errno, std::generic_category(), "cannot create " + temp);
+    const bool written = write_all(fd, entry);
+    const int errno_after_write = errno;
+    ::close(fd);
+    if (!written) throw std::system_error(errno_after_write, std::generic_category(), "cannot write " + temp);
+    // Atomic publish: readers see the old entry or the whole new one, never a part.
+    if (::rename(temp.c_str(), path.c_str()) != 0)
+      throw std::system_error(errno, std::generic_category(), "cannot publish " + path.string());
+    stores_.fetch_add(1);
+    evict_if_needed(entry.size());
+  } catch (const std::exception& e) {
+    if (!temp.empty()) ::unlink(temp.c_str());
+    warn(fmt::format("compile cache: could not store {} ({}); the compile itself is not affected", artifact.name,
+                     e.what()));
+  }
+}
+
+std::uint64_t CompileCache::scan_bytes() const {
+  std::uint64_t bytes = 0;
+  for (const FileInfo& f : list_files(directory_)) bytes += f.bytes;
+  return bytes;
+}
+
+void CompileCache::evict_if_needed(std::uint64_t added) {
+  std::lock_guard lock(size_mutex_);
+  if (!scanned_) {
+    known_bytes_ = scan_bytes();  // includes what was just added
+    scanned_ = true;
+  } else {
+    known_bytes_ += added;
+  }
+  if (known_bytes_ <= max_bytes_) return;
+  // Over the bound: rescan (other processes write too), then drop the least recently used
+  // entries down to 90% of the bound, and temporary files of killed writers older than an hour.
+  std::vector<FileInfo> files = list_files(directory_);
+  const auto now = std::chrono::system_clock::now().time_since_epoch();
+  const auto hour_ago = std::chrono::duration_cast<std::chrono::seconds>(now).count() - 3600;
+  std::uint64_t total = 0;
+  std::vector<FileInfo> entries;
+  for (FileInfo& f : files) {
+    if (is_temporary(f.path) && f.mtime.tv_sec < hour_ago) {
+      ::unlink(f.path.c_str());
+      continue;
+    }
+    total += f.bytes;
+    if (is_entry(f.path)) entries.push_back(std::move(f));
+  }
+  std::sort(entries.begin(), entries.end(), [](const FileInfo& a, const FileInfo& b) { return older(a.mtime, b.mtime); });
+  const std::uint64_t target = max_bytes_ / 10 * 9;
+  for (const FileInfo& f : entries) {
+    if (total <= target) break;
+    if (::unlink(f.path.c_str()) == 0) evictions_.fetch_add(1);
+    total -= f.bytes;
+  }
+  known_bytes_ = total;
+}
+
+CompileCacheStats CompileCache::stats() const {
+  CompileCacheStats stats;
+  stats.directory = directory_;
+  stats.max_bytes = max_bytes_;
+  for (const FileInfo& f : list_files(directory_)) {
+    if (is_entry(f.path)) {
+      ++stats.entries;
+      stats.bytes += f.bytes;
+    } else if (is_temporary(f.path)) {
+      ++stats.temporary_files;
+    }
+  }
+  return stats;
+}
+
+void CompileCache::clear() {
+  // Files only, then the emptied folders, deepest first (no remove_all: see docs/cache.md).
+  std::vector<fs::path> folders;
+  std::error_code ec;
+  for (fs::recursive_directory_iterator it(directory_, ec), end; !ec && it != end; it.increment(ec)) {
+    if (it->is_directory(ec))
+      folders.push_back(it->path());
+    else if (is_entry(it->path()) || is_temporary(it->path()))
+      ::unlink(it->path().c_str());
+  }
+  for (auto it = folders.rbegin(); it != folders.rend(); ++it) ::rmdir(it->c_str());
+  std::lock_guard lock(size_mutex_);
+  scanned_ = false;
+}
+
+CompileCacheCounters CompileCache::counters() const {
+  return {hits_.load(), misses_.load(), bypassed_.load(), stores_.load(), evictions_.load(), rejected_.load()};
+}
+
+// --- Single flight ------------------------------------------------------------------------------
+
+CompileCache::FlightTicket CompileCache::join_flight(const std::string& digest) {
+  std::lock_guard lock(flights_mutex_);
+  auto [it, fresh] = flights_.try_emplace(digest);
+  if (fresh) it->second = std::make_shared<Flight>();
+  return {it->second, fresh};
+}
+
+void CompileCache::finish_flight(const std::string& digest, const std::shared_ptr<Flight>& flight,
+                                 std::shared_ptr<const CompiledArtifact> artifact) {
+  {
+    std::lock_guard lock(flights_mutex_);
+    if (auto it = flights_.find(digest); it != flights_.end() && it->second == flight) flights_.erase(it);
+  }
+  std::vector<std::pair<std::coroutine_handle<>, Scheduler*>> waiters;
+  {
+    std::lock_guard lock(flight->mutex_);
+    flight->done_ = true;
+    flight->artifact_ = std::move(artifact);
+    waiters.swap(flight->waiters_);
+  }
+  for (auto& [handle, scheduler] : waiters) scheduler->enqueue(handle);
+}
+
+bool CompileCache::Flight::Awaiter::await_ready() const {
+  std::lock_guard lock(flight.mutex_);
+  return flight.done_;
+}
+
+bool CompileCache::Flight::Awaiter::await_suspend(std::coroutine_handle<> handle) const {
+  std::lock_guard lock(flight.mutex_);
+  if (flight.done_) return false;  // finished in between: resume at once
+  flight.waiters_.emplace_back(handle, &scheduler);
+  return true;
+}
+
+std::shared_ptr<const CompiledArtifact> CompileCache::Flight::Awaiter::await_resume() const {
+  std::lock_guard lock(flight.mutex_);
+  return flight.artifact_;
+}
+
+}  // namespace aotpipe

@@ -1,0 +1,150 @@
+#pragma once
+// The persistent compile cache (PyTorch's AOTAutogradCache): compiled artifacts on disk, keyed
+// by everything the compile depends on (runtime/cache_key.h), so a process that compiles the
+// same graphs again runs only post_compile.
+//
+//   AotConfig config;
+//   config.cache = std::make_shared<CompileCache>();   // $XDG_CACHE_HOME/aotpipe/compile
+//   auto f = aot_function(fn, config);                 // first call: a hit if any process compiled it
+//
+// Entries are plain data (compiled_artifact.h), checked on read and never executed: a header
+// with the format version, the key and a checksum (XXH3-128) of the payload; a truncated, garbage or
+// wrong-version entry is removed and recompiled with a warning, never trusted. Writes are
+// atomic (a temporary file in the entry's folder, then rename), so concurrent processes and a
+// process killed mid-write leave only whole entries. The folder is kept under a size bound by
+// removing the least recently used entries (a hit refreshes an entry's time), as ccache does.
+// Within a process, identical compiles in flight at the same time compile once (single flight).
+//
+// Thread-safe: one CompileCache may serve every compile of a process.
+#include <aotpipe/pipeline/scheduler.h>
+#include <aotpipe/runtime/cache_key.h>
+#include <aotpipe/runtime/compiled_artifact.h>
+
+#include <atomic>
+#include <coroutine>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace aotpipe {
+
+struct CompileCacheOptions {
+  std::filesystem::path directory;        // empty: CompileCache::default_directory()
+  std::uint64_t max_bytes = 1ull << 30;   // bound on the entries' total size (1 GiB)
+  // Where warnings go (a corrupt entry, a failed write); empty: standard error.
+  std::function<void(std::string_view)> on_warning;
+};
+
+// What the cache did for one compile.
+enum class CacheOutcome {
+  Off,       // no cache configured
+  Bypassed,  // not cacheable (CacheReport::note says why)
+  Miss,      // compiled, then stored
+  Hit,       // loaded; only post_compile ran
+};
+std::string_view to_string(CacheOutcome outcome);
+
+struct CacheReport {
+  CacheOutcome outcome = CacheOutcome::Off;
+  std::string key;   // the entry's digest (Miss, Hit)
+  std::string note;  // Bypassed: why; Miss: a warning about the entry found, if any
+};
+
+struct CompileCacheCounters {
+  std::size_t hits = 0, misses = 0, bypassed = 0, stores = 0, evictions = 0, rejected = 0;
+};
+
+struct CompileCacheStats {
+  std::filesystem::path directory;
+  std::size_t entries = 0;
+  std::uint64_t bytes = 0;
+  std::uint64_t max_bytes = 0;
+  std::size_t temporary_files = 0;  // left by writers that were killed
+};
+
+class CompileCache {
+ public:
+  explicit CompileCache(CompileCacheOptions options = {});
+
+  // $XDG_CACHE_HOME/aotpipe/compile, else $HOME/.cache/aotpipe/compile.
+  static std::filesystem::path default_directory();
+  // The entry format version; entries of another version are recompiled.
+  static constexpr std::uint32_t kEntryVersion = 1;
+
+  const std::filesystem::path& directory() const noexcept { return directory_; }
+  std::filesystem::path entry_path(std::string_view digest) const;
+
+  // The verified artifact stored under `key`, or null when there is none or it is unusable (then
+  // the entry is removed and `warning`, when given, says why).
+  std::shared_ptr<CompiledArtifact> load(const CacheKey& key, std::string* warning = nullptr);
+  // Publishes `artifact` under `key` atomically; never throws (a failure is a warning).
+  void store(const CacheKey& key, const CompiledArtifact& artifact);
+
+  CompileCacheStats stats() const;
+  // Removes every entry and temporary file.
+  void clear();
+  CompileCacheCounters counters() const;
+  // Counts one compile's outcome (the compile entry points do).
+  void count(CacheOutcome outcome);
+
+  void warn(std::string_view message) const;
+
+  // --- Single flight ------------------------------------------------------------------------
+  // The first compile of a key leads: it compiles and finishes the flight with its artifact
+  // (null when it failed). Compiles of the same key that start meanwhile follow: they await the
+  // leader's artifact instead of compiling (and compile themselves if the leader failed).
+  class Flight;
+  struct FlightTicket {
+    std::shared_ptr<Flight> flight;
+    bool leader = false;
+  };
+  FlightTicket join_flight(const std::string& digest);
+  void finish_flight(const std::string& digest, const std::shared_ptr<Flight>& flight,
+                     std::shared_ptr<const CompiledArtifact> artifact);
+
+  class Flight {
+   public:
+    // Resumes the awaiting coroutine on `scheduler` once the leader finishes; yields its artifact.
+    struct Awaiter {
+      Flight& flight;
+      Scheduler& scheduler;
+      bool await_ready() const;
+      bool await_suspend(std::coroutine_handle<> handle) const;
+      std::shared_ptr<const CompiledArtifact> await_resume() const;
+    };
+    Awaiter wait(Scheduler& scheduler) { return Awaiter{*this, scheduler}; }
+
+   private:
+    friend class CompileCache;
+    mutable std::mutex mutex_;
+    bool done_ = false;
+    std::shared_ptr<const CompiledArtifact> artifact_;
+    mutable std::vector<std::pair<std::coroutine_handle<>, Scheduler*>> waiters_;
+  };
+
+ private:
+  void evict_if_needed(std::uint64_t added);
+  std::uint64_t scan_bytes() const;
+
+  std::filesystem::path directory_;
+  std::uint64_t max_bytes_;
+  std::function<void(std::string_view)> on_warning_;
+
+  std::mutex flights_mutex_;
+  std::map<std::string, std::shared_ptr<Flight>, std::less<>> flights_;
+
+  std::mutex size_mutex_;
+  std::uint64_t known_bytes_ = 0;  // the folder's size as this process last scanned it plus its writes
+  bool scanned_ = false;
+
+  std::atomic<std::size_t> hits_{0}, misses_{0}, bypassed_{0}, stores_{0}, evictions_{0}, rejected_{0};
+};
+
+}  // namespace aotpipe

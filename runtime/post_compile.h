@@ -1,0 +1,35 @@
+#pragma once
+// post_compile: a CompiledArtifact made callable (PyTorch's post_compile wrappers). The runtime
+// of the inner convention (runtime/aot_runtime.h) around the backend-compiled graphs, inside the
+// analysis stages' wrappers rebuilt from their plans. A cold compile and a cache hit both end
+// here; a hit runs nothing else.
+#include <aotpipe/runtime/compiled_artifact.h>
+
+#include <memory>
+#include <string>
+
+namespace aotpipe {
+
+// The backend compilers' output for an artifact's graphs.
+struct CompiledGraphs {
+  CompiledGraph forward;   // training forward, or the inference graph
+  CompiledGraph backward;  // training only
+};
+
+// Hands the artifact's graphs to the config's compilers (defaults resolved).
+CompiledGraphs compile_artifact_graphs(const CompiledArtifact& artifact, const AotConfig& config);
+
+// The callable of the user's convention. `wrappers`: the runtime wrappers, outermost first
+// (a cold compile passes its CompileState's, which may hold user closures; a cache hit passes
+// those rebuilt from artifact->wrappers).
+RuntimeFn post_compile(std::shared_ptr<const CompiledArtifact> artifact, CompiledGraphs graphs,
+                       const std::vector<RuntimeWrapper>& wrappers);
+// The same with the wrappers rebuilt from the artifact's plans.
+RuntimeFn post_compile(std::shared_ptr<const CompiledArtifact> artifact, CompiledGraphs graphs);
+
+// The CompileState a cache hit reports for inspection (CompileOutput::state): the artifact's
+// metadata, graphs and partition, with `config`; fn and args are empty.
+std::shared_ptr<const CompileState> state_of(const CompiledArtifact& artifact, const AotConfig& config,
+                                             const CompiledGraphs& graphs);
+
+}  // namespace aotpipe

@@ -1,0 +1,493 @@
+// The compile cache (runtime/compile_cache.h): hits equal cold compiles byte for byte and behave
+// as eager; the key follows each of its ingredients and ignores value names; damaged entries are
+// recompiled with a warning; the size bound holds. Concurrency: concurrent_cache_test.cpp.
+#include "aotpipe/compile_jobs.h"
+#include "aotpipe/exported_programs.h"
+
+#include "temp_dir.h"
+
+#include <aotpipe/graph/parser.h>
+#include <aotpipe/graph/printer.h>
+#include <aotpipe/runtime/aot_function.h>
+#include <aotpipe/runtime/cache_key.h>
+#include <aotpipe/runtime/compile_cache.h>
+#include <aotpipe/runtime/compile_pipeline.h>
+#include <aotpipe/runtime/eager_equivalence.h>
+#include <aotpipe/runtime/graph_function.h>
+#include <aotpipe/stages/compile/backends.h>
+#include <aotpipe/stages/metadata/collect_metadata.h>
+#include <aotpipe/stages/partition/default_partition.h>
+#include <aotpipe/stages/partition/min_cut_partition.h>
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <fmt/format.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+
+
+namespace aotpipe {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+const fs::path kExamples = AOTPIPE_EXAMPLES_DIR;
+
+using testing::TempDir;
+
+// A cache in `dir` that records its warnings.
+struct RecordingCache {
+  std::mutex mutex;
+  std::vector<std::string> warnings;
+  std::shared_ptr<CompileCache> cache;
+  explicit RecordingCache(const fs::path& dir, std::uint64_t max_bytes = 1ull << 30) {
+    CompileCacheOptions options;
+    options.directory = dir;
+    options.max_bytes = max_bytes;
+    options.on_warning = [this](std::string_view m) {
+      std::lock_guard lock(mutex);
+      warnings.emplace_back(m);
+    };
+    cache = std::make_shared<CompileCache>(std::move(options));
+  }
+};
+
+// The job `aotpipe compile` makes of a graph file, with `cache`.
+struct FileJob {
+  cli::PreparedGraph prepared;
+  CompileJob job;
+};
+FileJob file_job(const fs::path& path, std::shared_ptr<CompileCache> cache) {
+  cli::JobSettings settings{"", 0, false, partitioners::min_cut_rematerialization_partition(), std::move(cache)};
+  cli::GraphRow row;
+  FileJob out{cli::prepare({path, ""}, settings, row), {}};
+  if (!out.prepared.job) throw std::runtime_error(fmt::format("{}: {}", path.string(), row.message));
+  out.job = *out.prepared.job;
+  return out;
+}
+
+CompileOutput compile_job(const CompileJob& job) { return compile(job.name, job.fn, job.example_args, job.config, job.program); }
+
+// Every graph of a compile in the text form, and its metadata: what a hit must reproduce.
+std::string printed(const CompileState& s) {
+  std::string out = to_json(s.meta);
+  if (s.joint) out += print_graph(s.joint->graph);
+  if (s.partition) out += print_graph(s.partition->forward) + print_graph(s.partition->backward);
+  if (s.inference_graph) out += print_graph(*s.inference_graph);
+  return out;
+}
+
+std::vector<fs::path> corpus() {
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(kExamples))
+    if (e.path().extension() == ".aotg") files.push_back(e.path());
+  for (const char* pt2 : {"buffer_mutation_const.pt2", "buffer_mutation_const.aten.pt2", "lstm_tagger.pt2"})
+    files.push_back(kExamples / "pt2" / pt2);
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+std::vector<std::string> check_hit_against_eager(const FileJob& f, const CompileOutput& hit) {
+  if (f.prepared.program) {
+    const ExportedProgram& program = *f.prepared.program;
+    return compare_with_eager(program.flat_function(), hit.runtime, [&program] { return cli::check_inputs(program, 1); });
+  }
+  const Graph& graph = *f.prepared.graph;
+  return compare_with_eager(graph_function(f.prepared.graph), hit.runtime, [&graph] {
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(1);
+    return example_args(graph, gen);
+  });
+}
+
+TEST(CompileCache, HitsEqualColdCompilesByteForByteAndBehaveAsEager) {
+  TempDir dir;
+  RecordingCache cold(dir.path), warm(dir.path);  // two caches on one folder: two processes
+  std::size_t graphs = 0;
+  for (const fs::path& path : corpus()) {
+    SCOPED_TRACE(path.filename().string());
+    FileJob first = file_job(path, cold.cache);
+    const CompileOutput miss = compile_job(first.job);
+    ASSERT_EQ(miss.cache.outcome, CacheOutcome::Miss) << miss.cache.note;
+    FileJob again = file_job(path, warm.cache);
+    const CompileOutput hit = compile_job(again.job);
+    ASSERT_EQ(hit.cache.outcome, CacheOutcome::Hit) << hit.cache.note;
+    EXPECT_EQ(hit.cache.key, miss.cache.key);
+    EXPECT_EQ(printed(*hit.state), printed(*miss.state));
+    EXPECT_EQ(hit.state->meta, miss.state->meta);
+    EXPECT_EQ(hit.artifact->wrappers, miss.artifact->wrappers);
+    EXPECT_EQ(serialize_artifact(*hit.artifact), serialize_artifact(*miss.artifact));
+    EXPECT_THAT(check_hit_against_eager(again, hit), ::testing::IsEmpty());
+    ++graphs;
+  }
+  EXPECT_GE(graphs, 70u);
+  EXPECT_EQ(warm.cache->counters().hits, graphs);
+  EXPECT_EQ(cold.cache->counters().misses, graphs);
+  EXPECT_TRUE(cold.warnings.empty() && warm.warnings.empty());
+}
+
+TEST(CompileCache, ArtifactBytesRoundTrip) {
+  FileJob f = file_job(kExamples / "lstm_cell.aotg", nullptr);  // has tensor constants
+  const CompileOutput out = compile_job(f.job);
+  const std::string bytes = serialize_artifact(*out.artifact);
+  EXPECT_EQ(serialize_artifact(deserialize_artifact(bytes)), bytes);
+  EXPECT_EQ(out.cache.outcome, CacheOutcome::Off);
+}
+
+// --- The key ------------------------------------------------------------------------------------
+
+// x[rows, 8] @ w[8, 3], then `activation`.
+std::string mm_graph(std::string_view activation, int rows = 4) {
+  return fmt::format(R"(graph g(%x: f32[{0}, 8] requires_grad, %w: f32[8, 3] requires_grad):
+  %y: f32[{0}, 3] = aten::mm(%x, %w)
+  %z: f32[{0}, 3] = aten::{1}(%y)
+  return (%z)
+)",
+                     rows, activation);
+}
+
+struct KeyCase {
+  std::shared_ptr<Graph> graph = std::make_shared<Graph>(parse_graph(mm_graph("relu")));
+  TensorList args = {at::randn({4, 8}).requires_grad_(), at::randn({8, 3}).requires_grad_()};
+  AotConfig config;
+  std::string pipeline = default_compile_pipeline_text();
+  std::string key(bool with_program = true) const {
+    const CacheKeyOrBypass k = make_cache_key(with_program ? graph.get() : nullptr, graph_function(graph), args,
+                                              config, pipeline);
+    if (!k.key) throw std::runtime_error("bypassed: " + k.bypass_reason);
+    return k.key->digest;
+  }
+};
+
+const std::string kBase = KeyCase{}.key();
+
+TEST(CacheKey, IsDeterministicAndIgnoresValueAndGraphNames) {
+  EXPECT_EQ(KeyCase{}.key(), kBase);
+  KeyCase renamed;
+  renamed.graph = std::make_shared<Graph>(parse_graph(R"(graph other_name(%a: f32[4, 8] requires_grad, %b: f32[8, 3] requires_grad):
+  %mm_out: f32[4, 3] = aten::mm(%a, %b)
+  %result: f32[4, 3] = aten::relu(%mm_out)
+  return (%result)
+)"));
+  EXPECT_EQ(renamed.key(), kBase);
+  EXPECT_EQ(canonical_graph_text(*renamed.graph), canonical_graph_text(*KeyCase{}.graph));
+}
+
+TEST(CacheKey, ChangesWithTheProgram) {
+  KeyCase c;
+  c.graph = std::make_shared<Graph>(parse_graph(mm_graph("sigmoid")));
+  EXPECT_NE(c.key(), kBase);
+}
+
+TEST(CacheKey, ChangesWithTensorConstantData) {
+  auto with_constant = [](float value) {
+    KeyCase c;
+    c.graph = std::make_shared<Graph>(parse_graph(R"(graph g(%x: f32[4, 8] requires_grad, %w: f32[8, 3] requires_grad):
+  %y: f32[4, 3] = aten::mm(%x, %w)
+  %b: f32[3] = constant("bias")
+  %z: f32[4, 3] = aten::add.Tensor(%y, %b)
+  return (%z)
+)"));
+    c.graph->bind_constant("bias", at::full({3}, value));
+    return c.key();
+  };
+  EXPECT_EQ(with_constant(1.f), with_constant(1.f));
+  EXPECT_NE(with_constant(1.f), with_constant(2.f));
+}
+
+TEST(CacheKey, ChangesWithInputSizes) {
+  KeyCase c;
+  c.graph = std::make_shared<Graph>(parse_graph(mm_graph("relu", 5)));
+  c.args[0] = at::randn({5, 8}).requires_grad_();
+  EXPECT_NE(c.key(), kBase);
+}
+
+TEST(CacheKey, ChangesWithInputStrides) {
+  KeyCase c;
+  c.args[0] = at::randn({8, 4}).t().requires_grad_();
+  EXPECT_NE(c.key(), kBase);
+}
+
+TEST(CacheKey, ChangesWithInputDtype) {
+  KeyCase c;
+  c.args[1] = at::randn({8, 3}, at::kDouble).requires_grad_();
+  EXPECT_NE(c.key(), kBase);
+}
+
+TEST(CacheKey, ChangesWithInputDevice) {
+  KeyCase c;
+  c.args[0] = at::empty({4, 8}, at::TensorOptions().device(c10::kMeta)).requires_grad_();
+  EXPECT_NE(c.key(), kBase);
+}
+
+TEST(CacheKey, ChangesWithRequiresGrad) {
+  KeyCase c;
+  c.args[1] = at::randn({8, 3});
+  EXPECT_NE(c.key(), kBase);
+}
+
+TEST(CacheKey, ChangesWithTheDuplicatePattern) {
+  KeyCase distinct, duplicated;
+  distinct.graph = duplicated.graph = std::make_shared<Graph>(parse_graph(R"(graph g(%x: f32[4, 4], %w: f32[4, 4]):
+  %y: f32[4, 4] = aten::mm(%x, %w)
+  return (%y)
+)"));
+  const at::Tensor t = at::randn({4, 4});
+  distinct.args = {t, at::randn({4, 4})};
+  duplicated.args = {t, t};
+  EXPECT_NE(distinct.key(), duplicated.key());
+}
+
+TEST(CacheKey, ChangesWithTheAliasPattern) {
+  KeyCase separate, aliased;
+  separate.graph = aliased.graph = std::make_shared<Graph>(parse_graph(R"(graph g(%x: f32[4], %w: f32[4]):
+  %y: f32[4] = aten::mul.Tensor(%x, %w)
+  return (%y)
+)"));
+  const at::Tensor base = at::randn({8});
+  separate.args = {at::randn({8}).narrow(0, 0, 4), at::randn({8}).narrow(0, 4, 4)};
+  aliased.args = {base.narrow(0, 0, 4), base.narrow(0, 4, 4)};
+  EXPECT_NE(separate.key(), aliased.key());
+}
+
+TEST(CacheKey, ChangesWithGradMode) {
+  at::NoGradGuard no_grad;
+  EXPECT_NE(KeyCase{}.key(), kBase);
+}
+
+TEST(CacheKey, ChangesWithThePipeline) {
+  KeyCase c;
+  c.pipeline = "metadata,dedupe,synthetic_base,joint,partition(default),compile";
+  EXPECT_NE(c.key(), kBase);
+}
+
+TEST(CacheKey, ChangesWithThePartitionerAndItsOptions) {
+  KeyCase c;
+  c.config.partition_fn = partitioners::default_partition();
+  EXPECT_NE(c.key(), kBase);
+  partitioners::MinCutOptions options;
+  options.recompute_views = true;
+  c.config.partition_fn = partitioners::min_cut_rematerialization_partition(options);
+  EXPECT_NE(c.key(), kBase);
+  c.config.partition_fn = partitioners::min_cut_rematerialization_partition();
+  EXPECT_EQ(c.key(), kBase);  // the default, named explicitly
+}
+
+Compiler renamed_interpreter(std::string identity) { return named_compiler(std::move(identity), backends::interpreter()); }
+
+TEST(CacheKey, ChangesWithEachCompilerIdentity) {
+  std::set<std::string> keys{kBase};
+  KeyCase fw, bw, inference;
+  fw.config.fw_compiler = renamed_interpreter("acme.fw/2");
+  bw.config.bw_compiler = renamed_interpreter("acme.bw/2");
+  inference.config.inference_compiler = renamed_interpreter("acme.inference/2");
+  for (const KeyCase* c : {&fw, &bw, &inference}) EXPECT_TRUE(keys.insert(c->key()).second);
+}
+
+TEST(CacheKey, ChangesWithEachOption) {
+  std::set<std::string> keys{kBase};
+  KeyCase params, keep, fallback;
+  params.config.num_params_buffers = 1;
+  keep.config.keep_inference_input_mutations = true;
+  fallback.config.allow_cpu_fallback = false;
+  for (const KeyCase* c : {&params, &keep, &fallback}) EXPECT_TRUE(keys.insert(c->key()).second);
+}
+
+TEST(CacheKey, HoldsTheVersionsAndChangesWithThem) {
+  KeyCase c;
+  const CacheKeyOrBypass k = make_cache_key(c.graph.get(), graph_function(c.graph), c.args, c.config, c.pipeline);
+  ASSERT_TRUE(k.key);
+  std::map<std::string, std::string> ingredients(k.key->ingredients.begin(), k.key->ingredients.end());
+  EXPECT_EQ(ingredients["aotpipe"], aotpipe_build_id());
+  EXPECT_THAT(ingredients["aotpipe"], HasSubstr("0."));
+  EXPECT_EQ(ingredients["libtorch"], "2.11.0");
+  EXPECT_EQ(ingredients["artifact_schema"], std::to_string(artifact_schema_version()));
+  EXPECT_EQ(cache_key_digest(k.key->ingredients), k.key->digest);
+  for (const char* version : {"aotpipe", "libtorch", "artifact_schema"}) {
+    auto changed = k.key->ingredients;
+    for (auto& [name, value] : changed)
+      if (name == version) value += "+1";
+    EXPECT_NE(cache_key_digest(changed), k.key->digest) << version;
+  }
+}
+
+TEST(CacheKey, ATracedFunctionKeysOnItsTrace) {
+  KeyCase traced, other;
+  EXPECT_EQ(traced.key(false), KeyCase{}.key(false));
+  EXPECT_NE(traced.key(false), kBase);  // "traced" programs never share entries with graph files
+  other.graph = std::make_shared<Graph>(parse_graph(mm_graph("tanh")));
+  EXPECT_NE(other.key(false), traced.key(false));
+}
+
+TEST(CacheKey, CallablesWithoutIdentityAndUserStagesBypass) {
+  KeyCase c;
+  c.config.fw_compiler = [](const Graph& g, const std::vector<TensorMeta>& metas) { return backends::interpreter()(g, metas); };
+  CacheKeyOrBypass k = make_cache_key(c.graph.get(), graph_function(c.graph), c.args, c.config, c.pipeline);
+  EXPECT_FALSE(k.key);
+  EXPECT_THAT(k.bypass_reason, HasSubstr("fw_compiler has no stable identity"));
+  KeyCase p;
+  p.config.partition_fn = [](const JointGraph& j) { return partitioners::default_partition(j); };
+  EXPECT_THAT(make_cache_key(p.graph.get(), graph_function(p.graph), p.args, p.config, p.pipeline).bypass_reason,
+              HasSubstr("partition_fn has no stable identity"));
+  KeyCase s;
+  s.pipeline = "metadata,my_stage,compile";
+  EXPECT_THAT(make_cache_key(s.graph.get(), graph_function(s.graph), s.args, s.config, s.pipeline).bypass_reason,
+              HasSubstr("not built in"));
+}
+
+// --- aot_function -------------------------------------------------------------------------------
+
+TEST(CompileCache, AotFunctionsFirstCallHitsInANewFunction) {
+  TempDir dir;
+  RecordingCache rc(dir.path);
+  const Function fn = [](const TensorList& a) { return TensorList{(a[0].sin() * a[1]).sum(1)}; };
+  AotConfig config;
+  config.cache = rc.cache;
+  auto inputs = [] {
+    at::manual_seed(3);
+    return TensorList{at::randn({3, 5}).requires_grad_(), at::randn({3, 5})};
+  };
+  const CompiledFunction first = aot_function(fn, config);
+  (void)first(inputs());
+  EXPECT_EQ(rc.cache->counters().misses, 1u);
+  const CompiledFunction second = aot_function(fn, config);  // a new process would do the same
+  EXPECT_THAT(compare_with_eager(fn, [&](const TensorList& a) { return second(a); }, inputs), ::testing::IsEmpty());
+  EXPECT_EQ(rc.cache->counters().hits, 1u);
+  EXPECT_EQ(second.compiled_state(inputs())->partition->forward.num_nodes(),
+            first.compiled_state(inputs())->partition->forward.num_nodes());
+
+  AotConfig lambda_config = config;
+  lambda_config.fw_compiler = [](const Graph& g, const std::vector<TensorMeta>& m) { return backends::interpreter()(g, m); };
+  const CompileOutput bypassed = compile("lambda", fn, inputs(), lambda_config);
+  EXPECT_EQ(bypassed.cache.outcome, CacheOutcome::Bypassed);
+  EXPECT_THAT(bypassed.cache.note, HasSubstr("no stable identity"));
+}
+
+// --- Damaged entries ----------------------------------------------------------------------------
+
+struct DamagedEntry : ::testing::Test {
+  TempDir dir;
+  RecordingCache rc{dir.path};
+  FileJob f = file_job(kExamples / "mlp_layer.aotg", rc.cache);
+  fs::path entry;
+
+  void SetUp() override {
+    const CompileOutput miss = compile_job(f.job);
+    ASSERT_EQ(miss.cache.outcome, CacheOutcome::Miss);
+    entry = rc.cache->entry_path(miss.cache.key);
+    ASSERT_TRUE(fs::exists(entry));
+  }
+  std::string read() {
+    std::ifstream in(entry, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
+  void write(const std::string& bytes) { std::ofstream(entry, std::ios::binary | std::ios::trunc) << bytes; }
+  // The next compile recompiles, warns naming `why`, and repairs the entry (the one after hits).
+  void expect_recompiled_with_warning(const std::string& why) {
+    const CompileOutput again = compile_job(f.job);
+    EXPECT_EQ(again.cache.outcome, CacheOutcome::Miss);
+    EXPECT_THAT(again.cache.note, HasSubstr(why));
+    ASSERT_EQ(rc.warnings.size(), 1u);
+    EXPECT_THAT(rc.warnings[0], HasSubstr(why));
+    EXPECT_THAT(rc.warnings[0], HasSubstr(entry.string()));
+    EXPECT_EQ(compile_job(f.job).cache.outcome, CacheOutcome::Hit);
+  }
+};
+
+TEST_F(DamagedEntry, TruncatedIsRecompiled) {
+  const std::string bytes = read();
+  write(bytes.substr(0, bytes.size() / 2));
+  expect_recompiled_with_warning("truncated");
+}
+
+TEST_F(DamagedEntry, GarbageIsRecompiled) {
+  write(std::string(300, '\x5a'));
+  expect_recompiled_with_warning("not an aotpipe cache entry");
+}
+
+TEST_F(DamagedEntry, EmptyIsRecompiled) {
+  write("");
+  expect_recompiled_with_warning("not an aotpipe cache entry");
+}
+
+TEST_F(DamagedEntry, AnotherEntryVersionIsRecompiled) {
+  std::string bytes = read();
+  bytes[8] = static_cast<char>(CompileCache::kEntryVersion + 1);  // the version follows the 8-byte magic
+  write(bytes);
+  expect_recompiled_with_warning("entry format");
+}
+
+TEST_F(DamagedEntry, AFlippedPayloadBitIsRecompiled) {
+  std::string bytes = read();
+  bytes[bytes.size() - 10] ^= 0x01;
+  write(bytes);
+  expect_recompiled_with_warning("checksum mismatch");
+}
+
+TEST_F(DamagedEntry, AnEntryUnderAnotherKeyIsRecompiled) {
+  std::string bytes = read();
+  const std::size_t key_at = 8 + 4 + 4;
+  bytes[key_at] = bytes[key_at] == 'a' ? 'b' : 'a';
+  write(bytes);
+  expect_recompiled_with_warning("stored under another key");
+}
+
+TEST_F(DamagedEntry, AWellFormedEntryWithAMalformedArtifactIsRecompiled) {
+  // A writer that computes a valid checksum over a payload that is not an artifact.
+  const std::string bytes = read();
+  const std::size_t payload_at = 8 + 4 + 4 + 32 + 8 + 32;  // magic, version, key length, key, length, checksum
+  const std::string cbor = "\xa1\x61\x78\x01";  // CBOR {"x": 1}, no tensor data
+  const std::uint64_t cbor_length = cbor.size();
+  const std::string payload = std::string(reinterpret_cast<const char*>(&cbor_length), sizeof cbor_length) + cbor;
+  std::string header = bytes.substr(0, 8 + 4 + 4 + 32);
+  const std::uint64_t length = payload.size();
+  header.append(reinterpret_cast<const char*>(&length), sizeof length);
+  header += content_hash_hex(payload);
+  ASSERT_EQ(payload_at, header.size());
+  write(header + payload);
+  expect_recompiled_with_warning("malformed artifact");
+}
+
+TEST_F(DamagedEntry, TemporaryFilesOfKilledWritersAreNeverRead) {
+  std::ofstream(entry.parent_path() / ".tmp-99999-0-deadbeef", std::ios::binary) << "half an entry";
+  EXPECT_EQ(rc.cache->stats().temporary_files, 1u);
+  EXPECT_EQ(compile_job(f.job).cache.outcome, CacheOutcome::Hit);
+  rc.cache->clear();
+  EXPECT_EQ(rc.cache->stats().temporary_files, 0u);
+  EXPECT_EQ(rc.cache->stats().entries, 0u);
+}
+
+// --- Concurrency and the bound ------------------------------------------------------------------
+
+TEST(CompileCache, EvictionKeepsTheBoundAndTheRecentEntries) {
+  TempDir dir;
+  std::vector<fs::path> files;
+  for (const char* name : {"mlp_layer", "views", "layer_norm", "lstm_cell", "gru_cell", "swiglu_ffn", "lenet5",
+                           "transformer_ffn", "rms_norm_layer", "classifier_head"})
+    files.push_back(kExamples / (std::string(name) + ".aotg"));
+  // The bound: about three entries.
+  std::uint64_t entry_bytes = 0;
+  {
+    TempDir probe;
+    RecordingCache rc(probe.path);
+    for (const fs::path& p : files) (void)compile_job(file_job(p, rc.cache).job);
+    entry_bytes = rc.cache->stats().bytes / files.size();
+  }
+  const std::uint64_t bound = 3 * entry_bytes;
+  RecordingCache rc(dir.path, bound);
+  for (const fs::path& p : files) {
+    (void)compile_job(file_job(p, rc.cache).job);
+    EXPECT_LE(rc.cache->stats().bytes, bound);
+  }
+  EXPECT_GT(rc.cache->counters().evictions, 0u);
+  EXPECT_LT(rc.cache->stats().entries, files.size());
+  EXPECT_EQ(compile_job(file_job(files.back(), rc.cache).job).cache.outcome, CacheOutcome::Hit);
+  EXPECT_EQ(compile_job(file_job(files.front(), rc.cache).job).cache.outcome, CacheOutcome::Miss);
+}
+
+}  // namespace
+}  // namespace aotpipe

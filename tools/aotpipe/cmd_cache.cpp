@@ -1,0 +1,115 @@
+// aotpipe cache stats [--cache-dir DIR]
+// aotpipe cache clear [--cache-dir DIR]
+// aotpipe cache explain INPUT... [--cache-dir DIR] [--pipeline SPEC] [--partitioner P] [--seed N]
+//                                [--device D] [--no-cpu-fallback]
+//
+// The compile cache of `aotpipe compile` (runtime/compile_cache.h): its size, emptying it, and
+// for each graph the ingredients of its key (to debug a miss: compare two graphs' explanations),
+// the key and whether an entry exists. explain takes compile's options, as they change the key.
+#include "aotpipe/commands.h"
+#include "aotpipe/compile_jobs.h"
+
+#include <aotpipe/runtime/compile_pipeline.h>
+
+#include <fmt/format.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace aotpipe::cli {
+namespace {
+
+struct CacheOptions {
+  std::string cache_dir;
+  std::vector<std::string> inputs;
+  std::string pipeline = default_compile_pipeline_text();
+  std::string partitioner = "min_cut";
+  uint64_t seed = 0;
+  std::string device;
+  bool no_cpu_fallback = false;
+};
+
+std::shared_ptr<CompileCache> open(const CacheOptions& options) {
+  CompileCacheOptions cache;
+  cache.directory = options.cache_dir;
+  return std::make_shared<CompileCache>(std::move(cache));
+}
+
+int run_stats(const CacheOptions& options) {
+  const CompileCacheStats stats = open(options)->stats();
+  fmt::print("directory        {}\n", stats.directory.string());
+  fmt::print("entries          {}\n", stats.entries);
+  fmt::print("size             {:.1f} MiB of {:.0f} MiB\n", stats.bytes / 1048576.0, stats.max_bytes / 1048576.0);
+  fmt::print("temporary files  {}\n", stats.temporary_files);
+  return 0;
+}
+
+int run_clear(const CacheOptions& options) {
+  auto cache = open(options);
+  const std::size_t entries = cache->stats().entries;
+  cache->clear();
+  fmt::print("removed {} entries from {}\n", entries, cache->directory().string());
+  return 0;
+}
+
+int run_explain(const CacheOptions& options) {
+  auto cache = open(options);
+  // The key holds the pipeline as the compile sees it (normalized by parsing).
+  const std::string pipeline = compile_stage_registry().parse(options.pipeline, "aot").to_string();
+  JobSettings settings{options.device, options.seed, options.no_cpu_fallback, partitioner_named(options.partitioner),
+                       cache};
+  int status = 0;
+  for (const GraphFile& file : collect_graph_files(options.inputs, {kGraphExtension, kExportExtension})) {
+    GraphRow row;
+    PreparedGraph prepared = prepare(file, settings, row);
+    fmt::print("{} ({})\n", file.path.string(), row.name);
+    if (!prepared.job) {
+      fmt::print("  cannot be compiled ({}): {}\n\n", row.failed_stage, row.message);
+      status = 1;
+      continue;
+    }
+    const CompileJob& job = *prepared.job;
+    const CacheKeyOrBypass key = make_cache_key(job.program.get(), job.fn, job.example_args, job.config, pipeline);
+    if (!key.key) {
+      fmt::print("  not cached: {}\n\n", key.bypass_reason);
+      continue;
+    }
+    for (const auto& [name, value] : key.key->ingredients) fmt::print("  {:<31} {}\n", name, value);
+    fmt::print("  {:<31} {}\n", "key", key.key->digest);
+    const auto path = cache->entry_path(key.key->digest);
+    fmt::print("  {:<31} {}{}\n\n", "entry", path.string(), std::filesystem::exists(path) ? "" : " (absent)");
+  }
+  return status;
+}
+
+}  // namespace
+
+Command add_cache_command(CLI::App& parent) {
+  auto options = std::make_shared<CacheOptions>();
+  CLI::App* app = parent.add_subcommand("cache", "Inspect or empty the compile cache; explain a graph's cache key");
+  app->require_subcommand(1);
+  auto add_dir = [&](CLI::App* sub) {
+    sub->add_option("--cache-dir", options->cache_dir,
+                    fmt::format("The cache's folder (default: {})", CompileCache::default_directory().string()));
+  };
+  CLI::App* stats = app->add_subcommand("stats", "Entries, size and bound of the cache");
+  CLI::App* clear = app->add_subcommand("clear", "Remove every entry");
+  CLI::App* explain = app->add_subcommand("explain", "Print each graph's key ingredients, key and entry");
+  for (CLI::App* sub : {stats, clear, explain}) add_dir(sub);
+  explain->add_option("inputs", options->inputs, "Graph files (.aotg), archives (.pt2) or directories")->required();
+  explain->add_option("--pipeline", options->pipeline, "As for aotpipe compile")->capture_default_str();
+  explain->add_option("--partitioner", options->partitioner, "As for aotpipe compile")
+      ->check(CLI::IsMember({"min_cut", "default"}))
+      ->capture_default_str();
+  explain->add_option("--seed", options->seed, "As for aotpipe compile")->capture_default_str();
+  explain->add_option("--device", options->device, "As for aotpipe compile");
+  explain->add_flag("--no-cpu-fallback", options->no_cpu_fallback, "As for aotpipe compile");
+  return {app, [options, stats, clear] {
+            if (stats->parsed()) return run_stats(*options);
+            if (clear->parsed()) return run_clear(*options);
+            return run_explain(*options);
+          }};
+}
+
+}  // namespace aotpipe::cli

@@ -1,0 +1,86 @@
+#include "aotpipe/compile_jobs.h"
+#include "aotpipe/exported_programs.h"
+#include "aotpipe/load_graph.h"
+#include "aotpipe/random_inputs.h"
+
+#include <aotpipe/graph/device_retarget.h>
+#include <aotpipe/runtime/graph_function.h>
+
+#include <ATen/CPUGeneratorImpl.h>
+
+namespace aotpipe::cli {
+namespace {
+
+CompileJob make_job(std::string name, Function fn, TensorList example_args, const JobSettings& settings,
+                    std::shared_ptr<const Graph> program) {
+  CompileJob job{std::move(name), std::move(fn), std::move(example_args), {}, std::move(program)};
+  job.config.partition_fn = settings.partitioner;
+  job.config.allow_cpu_fallback = !settings.no_cpu_fallback;
+  job.config.cache = settings.cache;
+  return job;
+}
+
+// A .pt2 archive: its flat function (lifted state, then user inputs) compiled on metadata examples
+// of its graph's inputs, as an .aotg graph is.
+void prepare_exported(const GraphFile& file, const JobSettings& settings, GraphRow& row, PreparedGraph& prepared) {
+  try {
+    LoadExportedProgramOptions load;
+    if (!settings.device.empty()) load.device = c10::Device(settings.device);
+    prepared.program = load_exported_program(file.path, load);
+  } catch (const std::exception& e) {
+    row.failed_stage = "import error";
+    row.message = strip_backtrace(e.what());
+    return;
+  }
+  const ExportedProgram& program = *prepared.program;
+  row.name = program.name();
+  try {
+    // The archive outlives the batch (PreparedGraph owns it): the key's graph need not own it.
+    std::shared_ptr<const Graph> graph(std::shared_ptr<const Graph>(), &program.graph());
+    CompileJob job = make_job(row.name, program.flat_function(), metadata_example_args(program.graph()), settings,
+                              std::move(graph));
+    job.config.num_params_buffers = program.lifted_tensors().size();
+    prepared.job = std::move(job);
+  } catch (const std::exception& e) {
+    row.failed_stage = "unsupported";
+    row.message = strip_backtrace(e.what());
+  }
+}
+
+}  // namespace
+
+PreparedGraph prepare(const GraphFile& file, const JobSettings& settings, GraphRow& row) {
+  PreparedGraph prepared;
+  row.name = file.path.stem().string();  // until the graph's own name is known
+  if (!file.error.empty()) {
+    row.failed_stage = to_string(FailureStage::Read);
+    row.message = file.error;
+    return prepared;
+  }
+  if (is_exported_program_file(file.path)) {
+    prepare_exported(file, settings, row, prepared);
+    return prepared;
+  }
+  LoadedGraph loaded = load_graph(file.path);
+  if (loaded.failure) {
+    row.failed_stage = to_string(loaded.failure->stage);
+    row.message = loaded.failure->message;
+    return prepared;
+  }
+  prepared.graph = std::make_shared<Graph>(std::move(*loaded.graph));
+  row.name = prepared.graph->name();
+  try {
+    if (!settings.device.empty()) retarget_device(*prepared.graph, c10::Device(settings.device));
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(settings.seed);
+    bind_random_constants(*prepared.graph, gen);
+    // Compiles are fake: metadata examples, so no data is made and no device is needed.
+    prepared.job = make_job(row.name, graph_function(prepared.graph), metadata_example_args(*prepared.graph), settings,
+                            prepared.graph);
+  } catch (const std::exception& e) {
+    row.failed_stage = "unsupported";
+    row.message = strip_backtrace(e.what());
+  }
+  return prepared;
+}
+
+}  // namespace aotpipe::cli

@@ -1,0 +1,38 @@
+#pragma once
+// Graph files and torch.export archives turned into compile jobs: what `aotpipe compile`
+// compiles and what `aotpipe cache explain` computes keys for, made the same way.
+#include "aotpipe/batch_report.h"
+#include "aotpipe/graph_files.h"
+
+#include <aotpipe/export/exported_program.h>
+#include <aotpipe/runtime/compile_batch.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace aotpipe::cli {
+
+// What every job of a batch shares.
+struct JobSettings {
+  std::string device;  // empty: as the graph files say
+  uint64_t seed = 0;   // of the graph files' random constants
+  bool no_cpu_fallback = false;
+  Partitioner partitioner;
+  std::shared_ptr<CompileCache> cache;  // null: no cache
+};
+
+// A graph file (or torch.export archive) loaded and turned into a compile job, or the reason it
+// could not be (then `row` names the stage and says why).
+struct PreparedGraph {
+  std::shared_ptr<Graph> graph;            // an .aotg file
+  std::optional<ExportedProgram> program;  // a .pt2 archive
+  std::optional<CompileJob> job;
+};
+
+// The job of `file`, compiled on metadata examples of its inputs (no data, no device needed);
+// job.program is the graph it runs, for the cache key. Fills row.name (the graph's).
+PreparedGraph prepare(const GraphFile& file, const JobSettings& settings, GraphRow& row);
+
+}  // namespace aotpipe::cli
