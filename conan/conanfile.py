@@ -126,6 +126,9 @@ class AotpipeConan(ConanFile):
         toolchain.cache_variables["AOTPIPE_BUILD_BENCH"] = False
         toolchain.cache_variables["AOTPIPE_BUILD_TOOLS"] = False
         toolchain.cache_variables["AOTPIPE_WITH_TORCH"] = True
+        # The Redis level of the compile cache needs hiredis, which the package does not require
+        # yet: redis_remote_cache() says so (docs/cache.md).
+        toolchain.cache_variables["AOTPIPE_WITH_REDIS"] = False
         toolchain.cache_variables["AOTPIPE_TORCH_CUDA"] = "ON" if self.options.with_cuda else "OFF"
         torch_dir = self.conf.get("user.aotpipe:torch_dir", check_type=str)
         if torch_dir:

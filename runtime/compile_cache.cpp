@@ -109,7 +109,8 @@ std::string_view to_string(CacheOutcome outcome) {
 CompileCache::CompileCache(CompileCacheOptions options)
     : directory_(options.directory.empty() ? default_directory() : std::move(options.directory)),
       max_bytes_(options.max_bytes),
-      on_warning_(std::move(options.on_warning)) {}
+      on_warning_(std::move(options.on_warning)),
+      remote_(std::move(options.remote)) {}
 
 fs::path CompileCache::default_directory() {
   if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return fs::path(xdg) / "aotpipe" / "compile";
@@ -138,83 +139,149 @@ void CompileCache::count(CacheOutcome outcome) {
   }
 }
 
-std::shared_ptr<CompiledArtifact> CompileCache::load(const CacheKey& key, std::string* warning) {
-  const fs::path path = entry_path(key.digest);
-  std::optional<std::string> bytes = read_file(path);
-  if (!bytes) return nullptr;  // absent (or unreadable: then a store replaces it)
-  auto reject = [&](const std::string& why) -> std::shared_ptr<CompiledArtifact> {
-    rejected_.fetch_add(1);
-    const std::string message =
-        fmt::format("compile cache entry {} is unusable ({}); compiling again and replacing it", path.string(), why);
-    warn(message);
-    if (warning) *warning = message;
-    ::unlink(path.c_str());
-    return nullptr;
-  };
-  std::string_view in = *bytes;
+namespace {
+
+// The artifact of a whole entry stored under `key`, or why it is unusable.
+struct Opened {
+  std::shared_ptr<CompiledArtifact> artifact;
+  std::string why;
+};
+
+Opened open_entry(std::string_view in, const CacheKey& key) {
   if (in.size() < sizeof kMagic || std::memcmp(in.data(), kMagic, sizeof kMagic) != 0)
-    return reject("not an aotpipe cache entry");
+    return {nullptr, "not an aotpipe cache entry"};
   in.remove_prefix(sizeof kMagic);
   const auto version = take<std::uint32_t>(in);
-  if (!version) return reject("truncated header");
-  if (*version != kEntryVersion) return reject(fmt::format("entry format {}, this build reads {}", *version, kEntryVersion));
+  if (!version) return {nullptr, "truncated header"};
+  if (*version != CompileCache::kEntryVersion)
+    return {nullptr, fmt::format("entry format {}, this build reads {}", *version, CompileCache::kEntryVersion)};
   const auto key_length = take<std::uint32_t>(in);
-  if (!key_length || in.size() < *key_length) return reject("truncated header");
-  if (in.substr(0, *key_length) != key.digest) return reject("stored under another key");
+  if (!key_length || in.size() < *key_length) return {nullptr, "truncated header"};
+  if (in.substr(0, *key_length) != key.digest) return {nullptr, "stored under another key"};
   in.remove_prefix(*key_length);
   const auto payload_length = take<std::uint64_t>(in);
-  if (!payload_length || in.size() < kChecksumDigits) return reject("truncated header");
+  if (!payload_length || in.size() < kChecksumDigits) return {nullptr, "truncated header"};
   const std::string_view checksum = in.substr(0, kChecksumDigits);
   in.remove_prefix(kChecksumDigits);
   if (in.size() != *payload_length)
-    return reject(fmt::format("truncated: {} payload bytes of {}", in.size(), *payload_length));
-  if (content_hash_hex(in) != checksum) return reject("checksum mismatch");
-  std::shared_ptr<CompiledArtifact> artifact;
+    return {nullptr, fmt::format("truncated: {} payload bytes of {}", in.size(), *payload_length)};
+  if (content_hash_hex(in) != checksum) return {nullptr, "checksum mismatch"};
   try {
-    artifact = std::make_shared<CompiledArtifact>(deserialize_artifact(in));
+    return {std::make_shared<CompiledArtifact>(deserialize_artifact(in)), ""};
   } catch (const std::exception& e) {
-    return reject(e.what());
+    return {nullptr, e.what()};
   }
-  ::utimensat(AT_FDCWD, path.c_str(), nullptr, 0);  // recently used: evicted last
-  return artifact;
+}
+
+std::string make_entry(const CacheKey& key, const CompiledArtifact& artifact) {
+  const std::string payload = serialize_artifact(artifact);
+  std::string entry;
+  entry.reserve(payload.size() + 128);
+  entry.append(kMagic, sizeof kMagic);
+  put<std::uint32_t>(entry, CompileCache::kEntryVersion);
+  put<std::uint32_t>(entry, static_cast<std::uint32_t>(key.digest.size()));
+  entry += key.digest;
+  put<std::uint64_t>(entry, payload.size());
+  entry += content_hash_hex(payload);
+  entry += payload;
+  return entry;
+}
+
+}  // namespace
+
+std::shared_ptr<CompiledArtifact> CompileCache::load(const CacheKey& key, std::string* warning) {
+  const fs::path path = entry_path(key.digest);
+  if (std::optional<std::string> bytes = read_file(path)) {
+    Opened opened = open_entry(*bytes, key);
+    if (opened.artifact) {
+      ::utimensat(AT_FDCWD, path.c_str(), nullptr, 0);  // recently used: evicted last
+      return opened.artifact;
+    }
+    rejected_.fetch_add(1);
+    const std::string message = fmt::format("compile cache entry {} is unusable ({}); compiling again and replacing it",
+                                            path.string(), opened.why);
+    warn(message);
+    if (warning) *warning = message;
+    ::unlink(path.c_str());
+  }
+  return remote_on() ? load_remote(key, warning) : nullptr;
+}
+
+std::shared_ptr<CompiledArtifact> CompileCache::load_remote(const CacheKey& key, std::string* warning) {
+  std::optional<std::string> bytes;
+  try {
+    bytes = remote_->get(key.digest);
+  } catch (const RemoteCacheError& e) {
+    remote_failed(e);
+    return nullptr;
+  }
+  if (!bytes) return nullptr;
+  Opened opened = open_entry(*bytes, key);
+  if (!opened.artifact) {
+    rejected_.fetch_add(1);
+    const std::string message = fmt::format(
+        "remote compile cache entry {} on {} is unusable ({}); compiling again and replacing it", key.digest,
+        remote_->describe(), opened.why);
+    warn(message);
+    if (warning) *warning = message;
+    return nullptr;
+  }
+  remote_hits_.fetch_add(1);
+  try {
+    publish(entry_path(key.digest), *bytes);  // the next lookup is local
+    evict_if_needed(bytes->size());
+  } catch (const std::exception& e) {
+    warn(fmt::format("compile cache: could not keep the remote entry {} locally ({})", key.digest, e.what()));
+  }
+  return opened.artifact;
+}
+
+void CompileCache::remote_failed(const RemoteCacheError& error) {
+  if (remote_off_.exchange(true)) return;  // one warning
+  warn(fmt::format("{}; the remote cache is off for the rest of this run (compiles are not affected)", error.what()));
+}
+
+void CompileCache::publish(const fs::path& path, std::string_view entry) {
+  fs::create_directories(path.parent_path());
+  // Unique per process (pid) and within it (a process-wide serial: caches on one folder may
+  // be several objects).
+  static std::atomic<std::uint64_t> serial{0};
+  const std::string temp =
+      (path.parent_path() / fmt::format("{}{}-{}-{}", kTempPrefix, ::getpid(), serial.fetch_add(1), path.stem().string()))
+          .string();
+  const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) throw std::system_error(errno, std::generic_category(), "cannot create " + temp);
+  const bool written = write_all(fd, entry);
+  const int errno_after_write = errno;
+  ::close(fd);
+  if (!written) {
+    ::unlink(temp.c_str());
+    throw std::system_error(errno_after_write, std::generic_category(), "cannot write " + temp);
+  }
+  // Atomic publish: readers see the old entry or the whole new one, never a part.
+  if (::rename(temp.c_str(), path.c_str()) != 0) {
+    const int error = errno;
+    ::unlink(temp.c_str());
+    throw std::system_error(error, std::generic_category(), "cannot publish " + path.string());
+  }
 }
 
 void CompileCache::store(const CacheKey& key, const CompiledArtifact& artifact) {
-  const fs::path path = entry_path(key.digest);
-  std::string temp;
+  std::string entry;
   try {
-    const std::string payload = serialize_artifact(artifact);
-    std::string entry;
-    entry.reserve(payload.size() + 128);
-    entry.append(kMagic, sizeof kMagic);
-    put<std::uint32_t>(entry, kEntryVersion);
-    put<std::uint32_t>(entry, static_cast<std::uint32_t>(key.digest.size()));
-    entry += key.digest;
-    put<std::uint64_t>(entry, payload.size());
-    entry += content_hash_hex(payload);
-    entry += payload;
-
-    fs::create_directories(path.parent_path());
-    // Unique per process (pid) and within it (a process-wide serial: caches on one folder may
-    // be several objects).
-    static std::atomic<std::uint64_t> serial{0};
-    temp = (path.parent_path() / fmt::format("{}{}-{}-{}", kTempPrefix, ::getpid(), serial.fetch_add(1), key.digest))
-               .string();
-    const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0) throw std::system_error(errno, std::generic_category(), "cannot create " + temp);
-    const bool written = write_all(fd, entry);
-    const int errno_after_write = errno;
-    ::close(fd);
-    if (!written) throw std::system_error(errno_after_write, std::generic_category(), "cannot write " + temp);
-    // Atomic publish: readers see the old entry or the whole new one, never a part.
-    if (::rename(temp.c_str(), path.c_str()) != 0)
-      throw std::system_error(errno, std::generic_category(), "cannot publish " + path.string());
+    entry = make_entry(key, artifact);
+    publish(entry_path(key.digest), entry);
     stores_.fetch_add(1);
     evict_if_needed(entry.size());
   } catch (const std::exception& e) {
-    if (!temp.empty()) ::unlink(temp.c_str());
     warn(fmt::format("compile cache: could not store {} ({}); the compile itself is not affected", artifact.name,
                      e.what()));
+  }
+  if (entry.empty() || !remote_on()) return;
+  try {
+    remote_->put(key.digest, entry);
+  } catch (const RemoteCacheError& e) {
+    remote_failed(e);
   }
 }
 
@@ -289,7 +356,8 @@ void CompileCache::clear() {
 }
 
 CompileCacheCounters CompileCache::counters() const {
-  return {hits_.load(), misses_.load(), bypassed_.load(), stores_.load(), evictions_.load(), rejected_.load()};
+  return {hits_.load(),      misses_.load(),    bypassed_.load(),    stores_.load(),
+          evictions_.load(), rejected_.load(),  remote_hits_.load(), remote_off_.load()};
 }
 
 // --- Single flight ------------------------------------------------------------------------------

@@ -19,6 +19,7 @@
 #include <aotpipe/pipeline/scheduler.h>
 #include <aotpipe/runtime/cache_key.h>
 #include <aotpipe/runtime/compiled_artifact.h>
+#include <aotpipe/runtime/remote_cache.h>
 
 #include <atomic>
 #include <coroutine>
@@ -40,6 +41,11 @@ struct CompileCacheOptions {
   std::uint64_t max_bytes = 1ull << 30;   // bound on the entries' total size (1 GiB)
   // Where warnings go (a corrupt entry, a failed write); empty: standard error.
   std::function<void(std::string_view)> on_warning;
+  // A second level shared by machines and runs (remote_cache.h), e.g. redis_remote_cache(url).
+  // Looked up after a local miss (a remote hit is written to the local folder too) and written
+  // after every compile. Its entries are checked as local ones are; its first failure turns it
+  // off for the rest of the process with one warning, never failing or losing a compile.
+  std::shared_ptr<RemoteCache> remote;
 };
 
 // What the cache did for one compile.
@@ -59,6 +65,8 @@ struct CacheReport {
 
 struct CompileCacheCounters {
   std::size_t hits = 0, misses = 0, bypassed = 0, stores = 0, evictions = 0, rejected = 0;
+  std::size_t remote_hits = 0;  // hits served by the remote (included in hits)
+  bool remote_failed = false;   // the remote was turned off after an error
 };
 
 struct CompileCacheStats {
@@ -132,10 +140,17 @@ class CompileCache {
  private:
   void evict_if_needed(std::uint64_t added);
   std::uint64_t scan_bytes() const;
+  // Writes a whole entry to `path` atomically; throws on failure.
+  void publish(const std::filesystem::path& path, std::string_view entry);
+  std::shared_ptr<CompiledArtifact> load_remote(const CacheKey& key, std::string* warning);
+  void remote_failed(const RemoteCacheError& error);
+  bool remote_on() const { return remote_ && !remote_off_.load(); }
 
   std::filesystem::path directory_;
   std::uint64_t max_bytes_;
   std::function<void(std::string_view)> on_warning_;
+  std::shared_ptr<RemoteCache> remote_;
+  std::atomic<bool> remote_off_{false};
 
   std::mutex flights_mutex_;
   std::map<std::string, std::shared_ptr<Flight>, std::less<>> flights_;
@@ -144,7 +159,7 @@ class CompileCache {
   std::uint64_t known_bytes_ = 0;  // the folder's size as this process last scanned it plus its writes
   bool scanned_ = false;
 
-  std::atomic<std::size_t> hits_{0}, misses_{0}, bypassed_{0}, stores_{0}, evictions_{0}, rejected_{0};
+  std::atomic<std::size_t> hits_{0}, misses_{0}, bypassed_{0}, stores_{0}, evictions_{0}, rejected_{0}, remote_hits_{0};
 };
 
 }  // namespace aotpipe

@@ -29,6 +29,11 @@
 #   cli_test.sh cache_kill       AOTPIPE SOURCE_DIR
 #                                             a compile killed (SIGKILL) mid-batch leaves a cache the
 #                                             re-run reads without a warning, recompiling the rest
+#   cli_test.sh cache_redis      AOTPIPE SOURCE_DIR
+#                                             two processes with different local caches share compiles
+#                                             through a redis-server (the second hits); with Redis
+#                                             stopped, one warning and every graph still compiles
+#                                             (exit 77 without redis-server)
 #   cli_test.sh compile_cuda     AOTPIPE SOURCE_DIR
 #                                             --device cuda:0 without a GPU: every example compiles and
 #                                             every value of its compiled graphs is on cuda:0
@@ -357,6 +362,26 @@ case $mode in
     check "the re-run loads what the killed run stored" grep -qE "compile cache: [1-9][0-9]* hits, [1-9][0-9]* misses" "$tmp/out"
     run cache stats --cache-dir "$cache"
     check "every graph has its entry now" grep -qE "^entries +$(ls "$src"/examples/*.aotg "$src"/examples/pt2/*.pt2 | wc -l)$" "$tmp/out"
+    ;;
+  cache_redis)
+    command -v redis-server >/dev/null && command -v redis-cli >/dev/null || { echo "SKIP: no redis-server"; exit 77; }
+    port=$("${AOTPIPE_PYTHON:-python3}" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --loglevel warning >/dev/null &
+    redis=$!
+    until redis-cli -p "$port" ping 2>/dev/null | grep -q PONG; do kill -0 "$redis" || break; done
+    remote=redis://127.0.0.1:$port
+    n=$(ls "$src"/examples/*.aotg | wc -l)
+    run compile "$src"/examples/*.aotg -j 2 --no-svg --cache-dir "$tmp/a" --remote-cache "$remote"
+    check "the first process compiles every graph" grep -q "compile cache: 0 hits, $n misses" "$tmp/out"
+    run compile "$src"/examples/*.aotg -j 2 --no-svg --cache-dir "$tmp/b" --remote-cache "$remote"
+    check "the second process, another local cache, hits every graph through Redis" grep -q "compile cache: $n hits, 0 misses" "$tmp/out"
+    check "and warns of nothing" bash -c "! grep -q warn '$tmp/err'"
+    kill "$redis"; wait "$redis"
+    run compile "$src"/examples/*.aotg -j 2 --no-svg --cache-dir "$tmp/c" --remote-cache "$remote"
+    check "with Redis stopped every graph still compiles" test "$(rc)" -eq 0
+    check "with Redis stopped: one warning" test "$(grep -c 'remote cache is off' "$tmp/err")" -eq 1
+    run compile "$src/examples/mlp_layer.aotg" --remote-cache http://x
+    check "a bad --remote-cache is a usage error" bash -c "grep -q 'expected redis://HOST:PORT' '$tmp/err'"
     ;;
   *)
     echo "unknown mode $mode" >&2

@@ -1,6 +1,6 @@
 // aotpipe compile INPUT... [-j N] [--pipeline SPEC] [--partitioner min_cut|default] [--out DIR]
 //                          [--trace FILE] [--check] [--no-svg] [--seed N] [--device D]
-//                          [--no-cpu-fallback] [--cache-dir DIR | --no-cache]
+//                          [--no-cpu-fallback] [--cache-dir DIR | --no-cache] [--remote-cache URL]
 //
 // Every graph file (a directory stands for its *.aotg and *.pt2 files, recursively) is read as a
 // user program: its forward function, with example inputs made from the inputs' TensorMeta. A
@@ -68,6 +68,7 @@ struct CompileOptions {
   std::string manifest;  // where the shard's manifest goes (default: <out>/shards/shard-K-of-N.json)
   std::string cache_dir;  // empty: CompileCache::default_directory()
   bool no_cache = false;
+  std::string remote_cache;  // redis://HOST:PORT: the cache's shared level
 };
 
 std::shared_ptr<CompileCache> open_cache(const CompileOptions& options) {
@@ -75,6 +76,13 @@ std::shared_ptr<CompileCache> open_cache(const CompileOptions& options) {
   CompileCacheOptions cache;
   cache.directory = options.cache_dir;
   cache.on_warning = [](std::string_view message) { spdlog::warn("{}", message); };
+  if (!options.remote_cache.empty()) {
+    try {
+      cache.remote = redis_remote_cache(options.remote_cache);
+    } catch (const std::invalid_argument& e) {
+      throw CLI::ValidationError("--remote-cache", e.what());
+    }
+  }
   return std::make_shared<CompileCache>(std::move(cache));
 }
 
@@ -365,6 +373,9 @@ Command add_compile_command(CLI::App& parent) {
                               "inputs, options and aotpipe build is loaded instead of compiled",
                               CompileCache::default_directory().string()));
   app->add_flag("--no-cache", options->no_cache, "Compile everything; neither read nor write the compile cache");
+  app->add_option("--remote-cache", options->remote_cache,
+                  "redis://HOST:PORT: a level under the local cache shared by machines and runs (entries checked "
+                  "as local ones; its first error turns it off with a warning)");
   app->add_flag("--no-cpu-fallback", options->no_cpu_fallback,
                 "Make every compile truly fake: an op with no Meta kernel fails its graph (naming the op) instead "
                 "of running its CPU kernel on zero-filled tensors");
