@@ -30,14 +30,8 @@ struct CacheOptions {
   bool no_cpu_fallback = false;
 };
 
-std::shared_ptr<CompileCache> open(const CacheOptions& options) {
-  CompileCacheOptions cache;
-  cache.directory = options.cache_dir;
-  return std::make_shared<CompileCache>(std::move(cache));
-}
-
 int run_stats(const CacheOptions& options) {
-  const CompileCacheStats stats = open(options)->stats();
+  const CompileCacheStats stats = open_compile_cache(options.cache_dir)->stats();
   fmt::print("directory        {}\n", stats.directory.string());
   fmt::print("entries          {}\n", stats.entries);
   fmt::print("size             {:.1f} MiB of {:.0f} MiB\n", stats.bytes / 1048576.0, stats.max_bytes / 1048576.0);
@@ -46,7 +40,7 @@ int run_stats(const CacheOptions& options) {
 }
 
 int run_clear(const CacheOptions& options) {
-  auto cache = open(options);
+  auto cache = open_compile_cache(options.cache_dir);
   const std::size_t entries = cache->stats().entries;
   cache->clear();
   fmt::print("removed {} entries from {}\n", entries, cache->directory().string());
@@ -54,7 +48,7 @@ int run_clear(const CacheOptions& options) {
 }
 
 int run_explain(const CacheOptions& options) {
-  auto cache = open(options);
+  auto cache = open_compile_cache(options.cache_dir);
   // The key holds the pipeline as the compile sees it (normalized by parsing).
   const std::string pipeline = compile_stage_registry().parse(options.pipeline, "aot").to_string();
   JobSettings settings{options.device, options.seed, options.no_cpu_fallback, partitioner_named(options.partitioner),

@@ -71,20 +71,6 @@ struct CompileOptions {
   std::string remote_cache;  // redis://HOST:PORT: the cache's shared level
 };
 
-std::shared_ptr<CompileCache> open_cache(const CompileOptions& options) {
-  if (options.no_cache) return nullptr;
-  CompileCacheOptions cache;
-  cache.directory = options.cache_dir;
-  cache.on_warning = [](std::string_view message) { spdlog::warn("{}", message); };
-  if (!options.remote_cache.empty()) {
-    try {
-      cache.remote = redis_remote_cache(options.remote_cache);
-    } catch (const std::invalid_argument& e) {
-      throw CLI::ValidationError("--remote-cache", e.what());
-    }
-  }
-  return std::make_shared<CompileCache>(std::move(cache));
-}
 
 
 // Graph names label jobs, output folders and trace events: make them unique ("name", "name#2").
@@ -132,7 +118,7 @@ int run_compile(const CompileOptions& options) {
   }
   const bool reporter = !mpi || mpi->rank() == 0;  // prints the progress and the report
   JobSettings settings{options.device, options.seed, options.no_cpu_fallback, partitioner_named(options.partitioner),
-                       open_cache(options)};
+                       options.no_cache ? nullptr : open_compile_cache(options.cache_dir, options.remote_cache)};
   // A bad pipeline text is a usage error, reported before any work (exit 2 from main).
   const Pipeline<CompileState> pipeline = compile_stage_registry().parse(options.pipeline, "aot");
 

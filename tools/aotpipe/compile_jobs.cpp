@@ -7,6 +7,8 @@
 #include <aotpipe/runtime/graph_function.h>
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
 
 namespace aotpipe::cli {
 namespace {
@@ -48,6 +50,20 @@ void prepare_exported(const GraphFile& file, const JobSettings& settings, GraphR
 }
 
 }  // namespace
+
+std::shared_ptr<CompileCache> open_compile_cache(const std::string& directory, const std::string& remote_url) {
+  CompileCacheOptions cache;
+  cache.directory = directory;
+  cache.on_warning = [](std::string_view message) { spdlog::warn("{}", message); };
+  if (!remote_url.empty()) {
+    try {
+      cache.remote = redis_remote_cache(remote_url);
+    } catch (const std::invalid_argument& e) {
+      throw CLI::ValidationError("--remote-cache", e.what());
+    }
+  }
+  return std::make_shared<CompileCache>(std::move(cache));
+}
 
 PreparedGraph prepare(const GraphFile& file, const JobSettings& settings, GraphRow& row) {
   PreparedGraph prepared;

@@ -23,6 +23,11 @@ struct JobSettings {
   std::shared_ptr<CompileCache> cache;  // null: no cache
 };
 
+// The CLI's compile cache in `directory` (empty: CompileCache::default_directory()), its warnings
+// logged; `remote_url` (redis://HOST:PORT), when given, adds the Redis level. Throws
+// CLI::ValidationError naming --remote-cache for a URL the build cannot use.
+std::shared_ptr<CompileCache> open_compile_cache(const std::string& directory, const std::string& remote_url = {});
+
 // A graph file (or torch.export archive) loaded and turned into a compile job, or the reason it
 // could not be (then `row` names the stage and says why).
 struct PreparedGraph {
