@@ -43,7 +43,7 @@ def aotpipe_batch(exe, jobs, repeat):
     for _ in range(repeat):
         start = time.perf_counter()
         # One intra-op thread, as the Python side: -j is then the only parallelism.
-        out = subprocess.run([exe, "compile", str(ROOT / "examples"), "-j", str(jobs), "--no-svg"],
+        out = subprocess.run([exe, "compile", str(ROOT / "examples"), "-j", str(jobs), "--no-svg", "--no-cache"],
                              capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
         process = time.perf_counter() - start
         if out.returncode != 0:

@@ -19,7 +19,10 @@
 #                                             named, deterministic assignment, usage errors
 #   cli_test.sh mpi              AOTPIPE SOURCE_DIR
 #                                             mpirun -n 3 aotpipe compile: one report from rank 0,
-#                                             failures with their rank (exit 77 without mpirun)
+#                                             failures with their rank, outputs identical to one
+#                                             process; a rank killed mid-batch fails the job and the
+#                                             re-run compiles only what is missing (exit 77 without
+#                                             mpirun)
 #   cli_test.sh stages_in_docs   AOTPIPE SOURCE_DIR
 #                                             docs/cli.md's stage table is what --list-stages prints
 #   cli_test.sh cache            AOTPIPE SOURCE_DIR
@@ -178,8 +181,11 @@ case $mode in
     check "exit status 1" test "$(rc)" -eq 1
     check "good_pointwise compiled" compiled_ok good_pointwise
     check "good_constant (random constant bound) compiled" compiled_ok good_constant
-    check "mlp_layer compiled" compiled_ok mlp_layer
-    check "good graphs' outputs written" test -s "$tmp/out.d/mlp_layer/forward.aotg"
+    # Names are what each file declares, made unique in batch order: truncated.aotg (before it)
+    # declares mlp_layer too and keeps the name though it fails to parse.
+    check "mlp_layer compiled, as mlp_layer#2" compiled_ok 'mlp_layer#2'
+    check "truncated.aotg reported under the name it declares" grep -qE '^mlp_layer .*FAILED parse error$' "$tmp/out"
+    check "good graphs' outputs written" test -s "$tmp/out.d/mlp_layer#2/forward.aotg"
     check "empty file" compile_failed empty.aotg "parse error" "line 1, column 1: expected 'graph'"
     check "binary garbage" compile_failed garbage.aotg "parse error" "unexpected character"
     check "truncated file" compile_failed truncated.aotg "parse error" "line 5, column 1:"
@@ -260,6 +266,39 @@ case $mode in
       bash -c "grep -qE 'unknown_op.aotg \(unknown_op\) \[rank [0-2] on [^]]+\]: parse error:' '$tmp/out'"
     "${mpi[@]}" "$exe" compile "${inputs[@]}" --shard 0/2 --out "$tmp/o" >"$tmp/out" 2>"$tmp/err"; echo $? >"$tmp/rc"
     check "--shard under mpirun is a usage error" bash -c "test \$(cat '$tmp/rc') -ne 0 && grep -q 'drop --shard' '$tmp/err'"
+    # Rank 0 hands the corpus out in chunks; duplicate graph names get the same folders as in one
+    # process, and every file is identical to a single-process run's.
+    corpus=("$src/examples" "$src/examples/mlp_layer.aotg" "$src/examples/pt2/unet_decoder_block.pt2")
+    "${mpi[@]}" "$exe" compile "${corpus[@]}" -j 1 --no-svg --no-cache --out "$tmp/ranks" >"$tmp/out" 2>"$tmp/err"; echo $? >"$tmp/rc"
+    total=$(( $(ls "$src"/examples/*.aotg "$src"/examples/pt2/*.pt2 | wc -l) + 2 ))
+    check "the corpus over 3 ranks: all $total ok" compile_summary_is "$total" "$total" 0
+    "$exe" compile "${corpus[@]}" -j 2 --no-svg --no-cache --out "$tmp/single" >"$tmp/out" 2>"$tmp/err"
+    check "the same outputs as one process (duplicates as name#2)" \
+      bash -c "test -s '$tmp/ranks/mlp_layer#2/forward.aotg' && diff -r '$tmp/ranks' '$tmp/single'"
+    # A rank killed mid-batch: Open MPI aborts the job, loudly; the re-run compiles only what no
+    # rank had published to the cache.
+    cache=$tmp/mpi-cache
+    "${mpi[@]}" "$exe" compile "$src/examples" -j 1 --check --no-svg --cache-dir "$cache" >"$tmp/killed.out" 2>&1 &
+    job=$!
+    rank1=
+    until [ -n "$rank1" ] || ! kill -0 "$job" 2>/dev/null; do
+      for pid in $(pgrep -f -- "$exe compile" || true); do
+        tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx OMPI_COMM_WORLD_RANK=1 && rank1=$pid
+      done
+    done
+    until [ -n "$(find "$cache" -name '*.entry' 2>/dev/null | head -1)" ] || ! kill -0 "$job" 2>/dev/null; do :; done
+    kill -KILL "$rank1" 2>/dev/null
+    wait "$job"; echo $? >"$tmp/rc"
+    check "the job with a killed rank fails" test "$(rc)" -ne 0
+    check "mpirun names the killed rank" grep -qE "rank 1 .*(signal 9|Killed)" "$tmp/killed.out"
+    check "no report from the aborted job" bash -c "! grep -q '^Summary' '$tmp/killed.out'"
+    stored=$(find "$cache" -name '*.entry' | wc -l)
+    examples=$(ls "$src"/examples/*.aotg "$src"/examples/pt2/*.pt2 | wc -l)
+    "${mpi[@]}" "$exe" compile "$src/examples" -j 1 --no-svg --cache-dir "$cache" >"$tmp/out" 2>"$tmp/err"; echo $? >"$tmp/rc"
+    check "the re-run completes: all $examples ok" compile_summary_is "$examples" "$examples" 0
+    check "the re-run loads the $stored stored graphs and compiles the other $((examples - stored))" \
+      grep -qE "compile cache: $stored hits, $((examples - stored)) misses, 0 bypassed" "$tmp/out"
+    check "the killed run left no unusable entry" bash -c "! grep -q unusable '$tmp/err'"
     ;;
   stages_in_docs)
     # The stage table of docs/cli.md is the one `--list-stages` prints from compile_stages().

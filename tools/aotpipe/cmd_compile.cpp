@@ -23,10 +23,13 @@
 #include "aotpipe/progress.h"
 #include "aotpipe/random_inputs.h"
 #include "aotpipe/shards.h"
+#include "aotpipe/work_chunks.h"
 
 #include <aotpipe/graph/device_retarget.h>
+#include <aotpipe/pipeline/bounded_for_each.h>
 #include <aotpipe/pipeline/chrome_trace.h>
 #include <aotpipe/pipeline/scheduler.h>
+#include <aotpipe/pipeline/sync_wait.h>
 #include <aotpipe/runtime/compile_batch.h>
 #include <aotpipe/runtime/compile_pipeline.h>
 #include <aotpipe/runtime/eager_equivalence.h>
@@ -38,6 +41,11 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <atomic>
+#include <exception>
+#include <functional>
+#include <iterator>
+#include <mutex>
 #include <chrono>
 #include <map>
 #include <numeric>
@@ -45,6 +53,8 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include <unistd.h>
@@ -73,17 +83,6 @@ struct CompileOptions {
 
 
 
-// Graph names label jobs, output folders and trace events: make them unique ("name", "name#2").
-void make_names_unique(std::vector<GraphRow>& rows, std::vector<PreparedGraph>& prepared) {
-  std::map<std::string, int> seen;
-  for (std::size_t i = 0; i < rows.size(); ++i) {
-    if (!prepared[i].job) continue;
-    const int n = ++seen[rows[i].name];
-    if (n > 1) rows[i].name = fmt::format("{}#{}", rows[i].name, n);
-    prepared[i].job->name = rows[i].name;
-  }
-}
-
 // Runs the compiled function against the graph run eagerly on fresh random inputs (a .pt2: on
 // copies of its state and its sample inputs).
 std::vector<std::string> check_against_eager(const PreparedGraph& prepared, const CompileOutput& compiled,
@@ -106,10 +105,139 @@ std::string host_name() {
   return ::gethostname(name, sizeof(name) - 1) == 0 ? std::string(name) : std::string("?");
 }
 
+// What every chunk of one run shares.
+struct BatchContext {
+  const CompileOptions& options;
+  const JobSettings& settings;
+  const std::vector<GraphFile>& files;    // the whole batch
+  // Its graph names as each file declares them (graph_name_hint), made unique across the batch in
+  // batch order: the same on every rank and shard, so output folders never collide. A file that
+  // declares a name claims it even when it then fails to load.
+  const std::vector<std::string>& names;
+  const Pipeline<CompileState>& pipeline;
+  Scheduler& scheduler;
+  std::size_t threads;
+  std::set<std::string> top_level_stages;
+  std::shared_ptr<ChromeTraceRecorder> trace;
+  // One graph finished (or failed before its compile): for the progress bar. Thread-safe.
+  std::function<void(std::string_view name, bool ok)> report;
+};
+
+using IndexedRow = std::pair<std::size_t, GraphRow>;  // a row and its file's index in the batch
+
+// The row of one compiled graph: its times, summary, outputs (--out) and eager check (--check).
+void fill_row(const BatchContext& ctx, const PreparedGraph& prepared, CompileResult& result, GraphRow& row) {
+  const CompileOptions& options = ctx.options;
+  row.total_ms = std::chrono::duration<double, std::milli>(result.elapsed).count();
+  for (const StageTime& s : result.stages)
+    if (ctx.top_level_stages.count(s.stage))
+      row.stage_ms[s.stage] += std::chrono::duration<double, std::milli>(s.elapsed).count();
+  if (result.output) row.cache = std::string(to_string(result.output->cache.outcome));
+  if (!result.ok()) {
+    row.failed_stage = result.failed_stage.empty() ? std::string(to_string(result.status)) : result.failed_stage + " stage";
+    row.message = strip_backtrace(result.message);
+    return;
+  }
+  try {
+    const CompileState& state = *result.output->state;
+    row.cpu_fallbacks = state.cpu_fallbacks;
+    row.summary = summarize(state);
+    if (!options.out_dir.empty())
+      write_graph_outputs(state, *row.summary, std::filesystem::path(options.out_dir) / row.name, !options.no_svg);
+  } catch (const std::exception& e) {
+    row.failed_stage = "report";
+    row.message = strip_backtrace(e.what());
+    return;
+  }
+  if (!options.check) return;
+  try {
+    std::vector<std::string> diffs = check_against_eager(prepared, *result.output, options.seed);
+    if (!diffs.empty()) {
+      row.failed_stage = "check";
+      row.message = fmt::format("differs from eager: {}", fmt::join(diffs, "; "));
+    }
+  } catch (const std::exception& e) {
+    row.failed_stage = "check";
+    row.message = strip_backtrace(e.what());
+  }
+}
+
+Task<void> call_on_pool(const std::function<void(std::size_t)>& fn, std::size_t index) {
+  fn(index);
+  co_return;
+}
+
+// fn(0) ... fn(count - 1) on the scheduler's pool, `threads` at a time; fn handles its own errors.
+void for_each_on_pool(Scheduler& scheduler, std::size_t count, std::size_t threads,
+                      const std::function<void(std::size_t)>& fn) {
+  sync_wait(bounded_for_each(scheduler, count, threads, [&fn](std::size_t i) { return call_on_pool(fn, i); }));
+}
+
+// Loads, compiles and reports the batch files `chunk` (batch indices). Loading files and
+// reporting (summaries, --out, --check) run on the pool like the compiles: on the main thread
+// they were a serial part that kept -j from scaling.
+std::vector<IndexedRow> compile_chunk(const BatchContext& ctx, const std::vector<std::size_t>& chunk) {
+  std::vector<IndexedRow> rows(chunk.size());
+  std::vector<PreparedGraph> prepared(chunk.size());
+  for_each_on_pool(ctx.scheduler, chunk.size(), ctx.threads, [&](std::size_t i) {
+    const std::size_t index = chunk[i];
+    GraphRow& row = rows[i].second;
+    rows[i].first = index;
+    row.file = ctx.files[index].path.string();
+    prepared[i] = prepare(ctx.files[index], ctx.settings, row);
+    row.name = ctx.names[index];
+    if (prepared[i].job) prepared[i].job->name = row.name;
+    else ctx.report(row.name, false);
+  });
+  std::vector<CompileJob> jobs;
+  std::vector<std::size_t> row_of_job;
+  for (std::size_t i = 0; i < chunk.size(); ++i) {
+    if (!prepared[i].job) continue;
+    jobs.push_back(std::move(*prepared[i].job));
+    row_of_job.push_back(i);
+  }
+  BatchOptions batch{.max_concurrency = ctx.threads,
+                     .progress = [&ctx](const BatchProgress& p) { ctx.report(p.job, p.status == JobStatus::Succeeded); }};
+  if (ctx.trace) batch.hooks.add(ctx.trace);
+  std::vector<CompileResult> results = compile_batch(std::move(jobs), ctx.pipeline, ctx.scheduler, std::move(batch));
+  for_each_on_pool(ctx.scheduler, results.size(), ctx.threads, [&](std::size_t j) {
+    fill_row(ctx, prepared[row_of_job[j]], results[j], rows[row_of_job[j]].second);
+  });
+  return rows;
+}
+
+// Compiles the chunks `next_chunk` hands out (an empty one: no more) on `lanes` threads, so that
+// while one chunk's last graphs finish the next chunk already fills the pool. Rows in batch order.
+std::vector<IndexedRow> compile_chunks(const BatchContext& ctx, const std::function<std::vector<std::size_t>()>& next_chunk,
+                                       std::size_t lanes) {
+  std::mutex mutex;
+  std::vector<IndexedRow> rows;
+  std::exception_ptr error;
+  auto lane = [&] {
+    try {
+      for (std::vector<std::size_t> chunk = next_chunk(); !chunk.empty(); chunk = next_chunk()) {
+        std::vector<IndexedRow> done = compile_chunk(ctx, chunk);
+        std::lock_guard lock(mutex);
+        std::move(done.begin(), done.end(), std::back_inserter(rows));
+      }
+    } catch (...) {
+      std::lock_guard lock(mutex);
+      if (!error) error = std::current_exception();
+    }
+  };
+  std::vector<std::thread> others;
+  for (std::size_t i = 1; i < lanes; ++i) others.emplace_back(lane);
+  lane();
+  for (std::thread& t : others) t.join();
+  if (error) std::rethrow_exception(error);
+  std::sort(rows.begin(), rows.end(), [](const IndexedRow& a, const IndexedRow& b) { return a.first < b.first; });
+  return rows;
+}
+
 int run_compile(const CompileOptions& options) {
   if (!options.shard.empty() && options.manifest.empty() && options.out_dir.empty())
     throw CLI::ValidationError("--shard", "needs --out DIR or --manifest FILE: where the shard's manifest goes");
-  // Under mpirun, rank K of N compiles shard K/N and rank 0 reports the whole batch.
+  // Under mpirun rank 0 hands the batch out in chunks, every rank compiles, rank 0 reports.
   std::unique_ptr<MpiSession> mpi;
   if (launched_by_mpirun()) {
     if (!options.shard.empty())
@@ -121,135 +249,101 @@ int run_compile(const CompileOptions& options) {
                        options.no_cache ? nullptr : open_compile_cache(options.cache_dir, options.remote_cache)};
   // A bad pipeline text is a usage error, reported before any work (exit 2 from main).
   const Pipeline<CompileState> pipeline = compile_stage_registry().parse(options.pipeline, "aot");
+  std::vector<std::string> stage_columns;  // the top-level stages, in pipeline order
+  for (const StageSpec& spec : parse_pipeline_text(options.pipeline)) stage_columns.push_back(spec.name);
 
-  std::vector<GraphFile> files = collect_graph_files(options.inputs, {kGraphExtension, kExportExtension});
-  // A shard keeps its files of the batch, in batch order, and remembers where they were.
+  const std::vector<GraphFile> files = collect_graph_files(options.inputs, {kGraphExtension, kExportExtension});
+  std::vector<std::string> hints;
+  for (const GraphFile& file : files) hints.push_back(graph_name_hint(file));
+  const std::vector<std::string> names = unique_names(hints);
+  // The batch indices this process compiles, unless rank 0 hands them out: all, or --shard's.
   std::optional<ShardSpec> shard;
-  std::vector<std::size_t> batch_indices(files.size());
-  std::iota(batch_indices.begin(), batch_indices.end(), 0);
-  std::string batch_name;
-  const std::size_t batch_files = files.size();
-  if (mpi) shard = ShardSpec{static_cast<std::size_t>(mpi->rank()), static_cast<std::size_t>(mpi->size())};
   if (!options.shard.empty()) shard = parse_shard(options.shard);
-  if (shard) {
-    batch_name = batch_id(files, shard->count);
+  if (mpi) shard = ShardSpec{static_cast<std::size_t>(mpi->rank()), static_cast<std::size_t>(mpi->size())};
+  std::vector<std::size_t> mine(files.size());
+  std::iota(mine.begin(), mine.end(), 0);
+  if (shard && !mpi) {
     const std::vector<std::size_t> shard_of = assign_shards(files, shard->count);
-    std::vector<GraphFile> mine;
-    batch_indices.clear();
-    for (std::size_t i = 0; i < files.size(); ++i)
-      if (shard_of[i] == shard->index) {
-        mine.push_back(files[i]);
-        batch_indices.push_back(i);
-      }
-    files = std::move(mine);
+    std::erase_if(mine, [&](std::size_t i) { return shard_of[i] != shard->index; });
   }
-  std::vector<GraphRow> rows(files.size());
-  std::vector<PreparedGraph> prepared(files.size());
-  for (std::size_t i = 0; i < files.size(); ++i) {
-    rows[i].file = files[i].path.string();
-    prepared[i] = prepare(files[i], settings, rows[i]);
-  }
-  make_names_unique(rows, prepared);
-
-  std::vector<CompileJob> jobs;
-  std::vector<std::size_t> row_of_job;
-  for (std::size_t i = 0; i < prepared.size(); ++i) {
-    if (!prepared[i].job) continue;
-    jobs.push_back(*prepared[i].job);
-    row_of_job.push_back(i);
-  }
+  const std::string batch_name = shard ? batch_id(files, shard->count) : std::string();
 
   const std::size_t threads = options.jobs ? options.jobs : Scheduler::default_thread_count();
   Scheduler scheduler(threads);
   ProgressDisplay progress(stderr_is_terminal());
+  std::mutex progress_mutex;
+  BatchProgress shown;
+  shown.total = mpi ? files.size() : mine.size();
   // Rank 0's bar counts every rank's graphs; the other ranks report theirs to it.
-  std::size_t others_finished = 0, others_succeeded = 0, others_failed = 0;
-  BatchProgress own;
-  auto show = [&](std::string_view job, JobStatus status) {
-    BatchProgress all = own;
-    all.total = mpi ? batch_files : own.total;
-    all.finished += others_finished;
-    all.succeeded += others_succeeded;
-    all.failed += others_failed;
-    all.job = job;
-    all.status = status;
-    progress.update(all);
+  auto show = [&](std::string_view job, bool ok) {
+    std::lock_guard lock(progress_mutex);
+    ++shown.finished;
+    (ok ? shown.succeeded : shown.failed) += 1;
+    shown.job = job;
+    shown.status = ok ? JobStatus::Succeeded : JobStatus::Failed;
+    progress.update(shown);
   };
-  const MpiSession::ProgressHandler on_rank_progress = [&](int rank, bool ok, const std::string& name) {
-    ++others_finished;
-    (ok ? others_succeeded : others_failed) += 1;
-    show(fmt::format("{} (rank {})", name, rank), ok ? JobStatus::Succeeded : JobStatus::Failed);
-  };
-  BatchOptions batch{.max_concurrency = threads, .progress = [&](const BatchProgress& p) {
-                       if (!reporter) return mpi->send_progress(p.status == JobStatus::Succeeded, std::string(p.job));
-                       own = p;
-                       show(p.job, p.status);
-                       if (mpi) mpi->poll(on_rank_progress);
-                     }};
   auto trace = options.trace_file.empty() ? nullptr : std::make_shared<ChromeTraceRecorder>();
-  if (trace) batch.hooks.add(trace);
+  BatchContext ctx{options, settings, files, names, pipeline, scheduler, threads,
+                   std::set<std::string>(stage_columns.begin(), stage_columns.end()), trace,
+                   [&](std::string_view name, bool ok) {
+                     if (reporter) return show(name, ok);
+                     mpi->send_progress(ok, std::string(name));
+                   }};
 
   const auto start = std::chrono::steady_clock::now();
-  std::vector<CompileResult> results = compile_batch(std::move(jobs), pipeline, scheduler, std::move(batch));
-  double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-
-  std::vector<std::string> stage_columns;  // the top-level stages, in pipeline order
-  for (const StageSpec& spec : parse_pipeline_text(options.pipeline)) stage_columns.push_back(spec.name);
-  const std::set<std::string> top_level_stages(stage_columns.begin(), stage_columns.end());
-
-  for (std::size_t j = 0; j < results.size(); ++j) {
-    CompileResult& result = results[j];
-    GraphRow& row = rows[row_of_job[j]];
-    row.total_ms = std::chrono::duration<double, std::milli>(result.elapsed).count();
-    for (const StageTime& s : result.stages)
-      if (top_level_stages.count(s.stage)) row.stage_ms[s.stage] += std::chrono::duration<double, std::milli>(s.elapsed).count();
-    if (result.output) row.cache = std::string(to_string(result.output->cache.outcome));
-    if (!result.ok()) {
-      row.failed_stage = result.failed_stage.empty() ? std::string(to_string(result.status)) : result.failed_stage + " stage";
-      row.message = strip_backtrace(result.message);
-      continue;
-    }
-    try {
-      const CompileState& state = *result.output->state;
-      row.cpu_fallbacks = state.cpu_fallbacks;
-      row.summary = summarize(state);
-      if (!options.out_dir.empty())
-        write_graph_outputs(state, *row.summary, std::filesystem::path(options.out_dir) / row.name, !options.no_svg);
-    } catch (const std::exception& e) {
-      row.failed_stage = "report";
-      row.message = strip_backtrace(e.what());
-      continue;
-    }
-    if (options.check) {
+  std::vector<IndexedRow> compiled;
+  std::vector<std::string> received;  // rank 0: the other ranks' manifests
+  if (!mpi) {
+    std::atomic<bool> taken = false;  // one chunk: everything this process compiles
+    compiled = compile_chunks(ctx, [&] { return taken.exchange(true) ? std::vector<std::size_t>() : mine; }, 1);
+  } else {
+    // Each chunk fills this rank's pool at least twice; two lanes overlap one chunk's tail with the next.
+    const std::size_t at_least = 2 * threads;
+    if (reporter) {
+      const std::vector<std::uintmax_t> costs = estimated_costs(files);
+      ChunkDispenser dispenser(largest_first(files, costs), costs, static_cast<std::size_t>(mpi->size()));
+      std::thread server([&] {
+        received = mpi->serve(dispenser, [&](int rank, bool ok, const std::string& name) {
+          show(fmt::format("{} (rank {})", name, rank), ok);
+        });
+      });
+      std::exception_ptr error;
       try {
-        std::vector<std::string> diffs = check_against_eager(prepared[row_of_job[j]], *result.output, options.seed);
-        if (!diffs.empty()) {
-          row.failed_stage = "check";
-          row.message = fmt::format("differs from eager: {}", fmt::join(diffs, "; "));
-        }
-      } catch (const std::exception& e) {
-        row.failed_stage = "check";
-        row.message = strip_backtrace(e.what());
+        compiled = compile_chunks(ctx, [&] { return dispenser.next(at_least); }, 2);
+      } catch (...) {
+        error = std::current_exception();  // the other ranks still drain the dispenser, so serve() ends
       }
+      server.join();
+      if (error) std::rethrow_exception(error);
+    } else {
+      compiled = compile_chunks(ctx, [&] { return mpi->request_chunk(at_least); }, 2);
     }
   }
+  double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
+  std::vector<GraphRow> rows;
+  std::vector<std::size_t> batch_indices;
+  for (auto& [index, row] : compiled) {
+    batch_indices.push_back(index);
+    rows.push_back(std::move(row));
+  }
   const std::string host = host_name();
   if (mpi)
     for (GraphRow& row : rows) row.origin = fmt::format("rank {} on {}", mpi->rank(), host);
   // What this shard or rank did, for `aotpipe gather` or rank 0.
-  std::optional<ShardManifest> mine;
-  if (shard) mine = ShardManifest{*shard, batch_name, batch_files, stage_columns, batch_indices, rows, wall, threads, host};
+  std::optional<ShardManifest> manifest;
+  if (shard)
+    manifest = ShardManifest{*shard, batch_name, files.size(), stage_columns, batch_indices, rows, wall, threads, host};
   if (mpi) {
     if (!reporter) {
-      mpi->send_manifest(manifest_json(*mine));
+      mpi->send_manifest(manifest_json(*manifest));
       if (trace) trace->save(fmt::format("{}.rank{}", options.trace_file, mpi->rank()));
       // Rank 0's status is the batch's: a non-zero status here would make mpirun abort rank 0
       // while it prints the report.
       return 0;
     }
-    std::vector<std::pair<std::string, ShardManifest>> manifests{{"rank 0", std::move(*mine)}};
-    const std::vector<std::string> received = mpi->receive_manifests(on_rank_progress);
+    std::vector<std::pair<std::string, ShardManifest>> manifests{{"rank 0", std::move(*manifest)}};
     for (std::size_t r = 1; r < received.size(); ++r)
       manifests.emplace_back(fmt::format("rank {}", r), parse_manifest(received[r], fmt::format("rank {}", r)));
     progress.finish();
@@ -269,9 +363,9 @@ int run_compile(const CompileOptions& options) {
     const std::filesystem::path path = options.manifest.empty()
                                            ? default_manifest_path(options.out_dir, *shard)
                                            : std::filesystem::path(options.manifest);
-    write_manifest(path, *mine);
+    write_manifest(path, *manifest);
     fmt::print("\nShard {}/{}: {} of the batch's {} graph files; manifest {} (merge with aotpipe gather)\n",
-               shard->index, shard->count, rows.size(), batch_files, path.string());
+               shard->index, shard->count, rows.size(), files.size(), path.string());
   }
   if (trace) {
     trace->save(options.trace_file);

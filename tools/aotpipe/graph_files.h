@@ -26,6 +26,15 @@ struct GraphFile {
 std::vector<GraphFile> collect_graph_files(const std::vector<std::string>& paths,
                                            const std::vector<std::string>& extensions = {kGraphExtension});
 
+// The name the file's graph will have in a batch's report and output folders: an .aotg file's
+// declared `graph NAME(`, or the file's stem (a .pt2 archive, or a file that does not declare one).
+// Reads only the start of the file.
+std::string graph_name_hint(const GraphFile& file);
+
+// Names made unique in order ("name", "name#2", ...). Applied to the hints of a whole batch, every
+// MPI rank and --shard task computes the same names, so their output folders never collide.
+std::vector<std::string> unique_names(const std::vector<std::string>& names_in_order);
+
 // The whole file as text; throws std::runtime_error naming the file and the reason.
 std::string read_text_file(const std::filesystem::path& path);
 

@@ -2,8 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <stdexcept>
+#include <thread>
 
 #ifdef AOTPIPE_HAVE_MPI
 #include <mpi.h>
@@ -20,73 +23,109 @@ bool launched_by_mpirun() {
 #ifdef AOTPIPE_HAVE_MPI
 
 namespace {
-constexpr int kProgressTag = 1;  // payload: 'S' or 'F', then the graph's name
-constexpr int kManifestTag = 2;  // payload: the manifest JSON
+constexpr int kProgressTag = 1;  // to rank 0: 'S' or 'F', then the graph's name
+constexpr int kManifestTag = 2;  // to rank 0: the manifest JSON
+constexpr int kRequestTag = 3;   // to rank 0: one uint64, the smallest chunk wanted
+constexpr int kChunkTag = 4;     // from rank 0: uint64 batch indices; none: the batch is handed out
 
 void check(int rc, const char* what) {
   if (rc != MPI_SUCCESS) throw std::runtime_error(fmt::format("MPI: {} failed ({})", what, rc));
+}
+
+std::string receive_text(const MPI_Status& status) {
+  int count = 0;
+  check(MPI_Get_count(&status, MPI_CHAR, &count), "MPI_Get_count");
+  std::string payload(static_cast<std::size_t>(count), '\0');
+  check(MPI_Recv(payload.data(), count, MPI_CHAR, status.MPI_SOURCE, status.MPI_TAG, MPI_COMM_WORLD,
+                 MPI_STATUS_IGNORE),
+        "MPI_Recv");
+  return payload;
+}
+
+std::vector<std::uint64_t> receive_indices(const MPI_Status& status) {
+  int count = 0;
+  check(MPI_Get_count(&status, MPI_UINT64_T, &count), "MPI_Get_count");
+  std::vector<std::uint64_t> values(static_cast<std::size_t>(count));
+  check(MPI_Recv(values.data(), count, MPI_UINT64_T, status.MPI_SOURCE, status.MPI_TAG, MPI_COMM_WORLD,
+                 MPI_STATUS_IGNORE),
+        "MPI_Recv");
+  return values;
+}
+
+void send_text(const std::string& payload, int tag, const char* what) {
+  check(MPI_Send(payload.data(), static_cast<int>(payload.size()), MPI_CHAR, 0, tag, MPI_COMM_WORLD), what);
 }
 }  // namespace
 
 bool built_with_mpi() { return true; }
 
 MpiSession::MpiSession() {
-  // Progress is sent from the batch's progress callback, on a pool thread, while the main thread
-  // waits for the batch: calls are serialized, never concurrent.
   int provided = 0;
   check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread");
   if (provided < MPI_THREAD_SERIALIZED)
     throw std::runtime_error("MPI: this MPI library does not support MPI_THREAD_SERIALIZED");
   check(MPI_Comm_rank(MPI_COMM_WORLD, &rank_), "MPI_Comm_rank");
   check(MPI_Comm_size(MPI_COMM_WORLD, &size_), "MPI_Comm_size");
-  manifests_.resize(static_cast<std::size_t>(size_));
 }
 
 MpiSession::~MpiSession() { MPI_Finalize(); }
 
-void MpiSession::send_progress(bool ok, const std::string& name) const {
-  const std::string payload = (ok ? "S" : "F") + name;
-  check(MPI_Send(payload.data(), static_cast<int>(payload.size()), MPI_CHAR, 0, kProgressTag, MPI_COMM_WORLD),
-        "MPI_Send (progress)");
-}
-
-void MpiSession::send_manifest(const std::string& json) const {
-  check(MPI_Send(json.data(), static_cast<int>(json.size()), MPI_CHAR, 0, kManifestTag, MPI_COMM_WORLD),
-        "MPI_Send (manifest)");
-}
-
-bool MpiSession::handle_one(const ProgressHandler& on_progress, bool wait) {
+std::vector<std::size_t> MpiSession::request_chunk(std::size_t at_least) {
+  std::lock_guard lock(mutex_);
+  const std::uint64_t wanted = at_least;
+  check(MPI_Send(&wanted, 1, MPI_UINT64_T, 0, kRequestTag, MPI_COMM_WORLD), "MPI_Send (chunk request)");
   MPI_Status status;
-  int ready = 0;
-  if (wait) {
-    check(MPI_Probe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &status), "MPI_Probe");
-    ready = 1;
-  } else {
+  check(MPI_Probe(0, kChunkTag, MPI_COMM_WORLD, &status), "MPI_Probe (chunk)");
+  const std::vector<std::uint64_t> indices = receive_indices(status);
+  return {indices.begin(), indices.end()};
+}
+
+void MpiSession::send_progress(bool ok, const std::string& name) {
+  std::lock_guard lock(mutex_);
+  send_text((ok ? "S" : "F") + name, kProgressTag, "MPI_Send (progress)");
+}
+
+void MpiSession::send_manifest(const std::string& json) {
+  std::lock_guard lock(mutex_);
+  send_text(json, kManifestTag, "MPI_Send (manifest)");
+}
+
+std::vector<std::string> MpiSession::serve(ChunkDispenser& chunks, const ProgressHandler& on_progress) {
+  std::vector<std::string> manifests(static_cast<std::size_t>(size_));
+  int received = 0;
+  while (received < size_ - 1) {
+    MPI_Status status;
+    int ready = 0;
     check(MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &ready, &status), "MPI_Iprobe");
+    if (!ready) {
+      // A blocking probe would spin a core (Open MPI busy-polls); requests are rare, so poll.
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+      continue;
+    }
+    switch (status.MPI_TAG) {
+      case kRequestTag: {
+        const std::vector<std::uint64_t> wanted = receive_indices(status);
+        const std::vector<std::size_t> chunk = chunks.next(wanted.empty() ? 1 : wanted.front());
+        const std::vector<std::uint64_t> payload(chunk.begin(), chunk.end());
+        check(MPI_Send(payload.data(), static_cast<int>(payload.size()), MPI_UINT64_T, status.MPI_SOURCE, kChunkTag,
+                       MPI_COMM_WORLD),
+              "MPI_Send (chunk)");
+        break;
+      }
+      case kProgressTag: {
+        const std::string payload = receive_text(status);
+        if (on_progress && !payload.empty()) on_progress(status.MPI_SOURCE, payload[0] == 'S', payload.substr(1));
+        break;
+      }
+      case kManifestTag:
+        manifests[static_cast<std::size_t>(status.MPI_SOURCE)] = receive_text(status);
+        ++received;
+        break;
+      default:
+        receive_text(status);  // not ours: drop it
+    }
   }
-  if (!ready) return false;
-  int count = 0;
-  check(MPI_Get_count(&status, MPI_CHAR, &count), "MPI_Get_count");
-  std::string payload(static_cast<std::size_t>(count), '\0');
-  check(MPI_Recv(payload.data(), count, MPI_CHAR, status.MPI_SOURCE, status.MPI_TAG, MPI_COMM_WORLD, MPI_STATUS_IGNORE),
-        "MPI_Recv");
-  if (status.MPI_TAG == kProgressTag) {
-    if (on_progress && !payload.empty()) on_progress(status.MPI_SOURCE, payload[0] == 'S', payload.substr(1));
-  } else {
-    manifests_[static_cast<std::size_t>(status.MPI_SOURCE)] = std::move(payload);
-    ++manifests_received_;
-  }
-  return true;
-}
-
-void MpiSession::poll(const ProgressHandler& on_progress) {
-  while (handle_one(on_progress, /*wait=*/false)) {
-  }
-}
-
-std::vector<std::string> MpiSession::receive_manifests(const ProgressHandler& on_progress) {
-  while (manifests_received_ < size_ - 1) handle_one(on_progress, /*wait=*/true);
-  return manifests_;
+  return manifests;
 }
 
 #else  // built without MPI
@@ -98,11 +137,10 @@ MpiSession::MpiSession() {
       "would compile the whole batch");
 }
 MpiSession::~MpiSession() = default;
-void MpiSession::send_progress(bool, const std::string&) const {}
-void MpiSession::send_manifest(const std::string&) const {}
-bool MpiSession::handle_one(const ProgressHandler&, bool) { return false; }
-void MpiSession::poll(const ProgressHandler&) {}
-std::vector<std::string> MpiSession::receive_manifests(const ProgressHandler&) { return {}; }
+std::vector<std::size_t> MpiSession::request_chunk(std::size_t) { return {}; }
+void MpiSession::send_progress(bool, const std::string&) {}
+void MpiSession::send_manifest(const std::string&) {}
+std::vector<std::string> MpiSession::serve(ChunkDispenser&, const ProgressHandler&) { return {}; }
 
 #endif
 

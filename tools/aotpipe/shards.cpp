@@ -1,4 +1,5 @@
 #include "aotpipe/shards.h"
+#include "aotpipe/work_chunks.h"
 
 #include <fmt/format.h>
 
@@ -45,21 +46,10 @@ ShardSpec parse_shard(std::string_view text) {
 }
 
 std::vector<std::size_t> assign_shards(const std::vector<GraphFile>& files, std::size_t count) {
-  std::vector<uintmax_t> cost(files.size(), 0);
-  for (std::size_t i = 0; i < files.size(); ++i) {
-    std::error_code ec;
-    const uintmax_t size = fs::file_size(files[i].path, ec);
-    cost[i] = ec ? 0 : size;
-  }
-  std::vector<std::size_t> order(files.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-    if (cost[a] != cost[b]) return cost[a] > cost[b];
-    return files[a].path < files[b].path;
-  });
+  const std::vector<uintmax_t> cost = estimated_costs(files);
   std::vector<uintmax_t> load(count, 0);
   std::vector<std::size_t> shard_of(files.size(), 0);
-  for (std::size_t i : order) {
+  for (std::size_t i : largest_first(files, cost)) {
     const std::size_t s = static_cast<std::size_t>(std::min_element(load.begin(), load.end()) - load.begin());
     shard_of[i] = s;
     load[s] += std::max<uintmax_t>(cost[i], 1);  // empty files still count, so they spread
