@@ -6,8 +6,9 @@ Dependencies:
     is CPU-only and the project is built and tested against the wheel. The build finds it with
     cmake/FindAotpipeTorch.cmake; consumers get it through a CMake build module installed with
     the package (lib/cmake/aotpipe/aotpipe-conan-torch.cmake), which CMakeDeps includes.
-  - use_system_deps=False (default): Boost, oneTBB, {fmt}, nlohmann_json, spdlog and xxHash from Conan
-    (ConanCenter or the local cache), GoogleTest as a test requirement.
+  - use_system_deps=False (default): Boost, oneTBB, {fmt}, nlohmann_json, spdlog, xxHash and (with
+    with_redis, the default) hiredis from Conan (ConanCenter or the local cache), GoogleTest as a
+    test requirement.
   - use_system_deps=True (conan/profiles/offline): no Conan requirement at all; the CMake build
     finds the Debian packages itself and consumers link them as system libraries.
 """
@@ -53,12 +54,15 @@ class AotpipeConan(ConanFile):
         "with_cuda": [True, False],
         # Take every dependency but libtorch from the system (Debian packages) instead of Conan.
         "use_system_deps": [True, False],
+        # The compile cache's Redis level (redis_remote_cache, hiredis); False: it throws, saying so.
+        "with_redis": [True, False],
     }
     default_options = {
         "shared": False,
         "fPIC": True,
         "with_cuda": False,
         "use_system_deps": False,
+        "with_redis": True,
         # asio_bridge.h, Boost.Graph and friends are header-only: no Boost library to build.
         "boost/*:header_only": True,
     }
@@ -106,6 +110,8 @@ class AotpipeConan(ConanFile):
         self.requires("fmt/10.2.1")  # the {fmt} of spdlog/1.14.1
         # Header-only inside the runtime library (the compile cache's hashes); not seen by consumers.
         self.requires("xxhash/0.8.2", visible=False)
+        if self.options.with_redis:
+            self.requires("hiredis/1.2.0")  # linked by the runtime library (static: by its users too)
         # Only because cmake/AotpipeDependencies.cmake looks for it; the libraries do not use it.
         self.requires("spdlog/1.14.1", visible=False)
 
@@ -126,9 +132,10 @@ class AotpipeConan(ConanFile):
         toolchain.cache_variables["AOTPIPE_BUILD_BENCH"] = False
         toolchain.cache_variables["AOTPIPE_BUILD_TOOLS"] = False
         toolchain.cache_variables["AOTPIPE_WITH_TORCH"] = True
-        # The Redis level of the compile cache needs hiredis, which the package does not require
-        # yet: redis_remote_cache() says so (docs/cache.md).
-        toolchain.cache_variables["AOTPIPE_WITH_REDIS"] = False
+        # The compile cache's Redis level: with_redis makes a missing hiredis a configure error,
+        # not a package that silently lacks it.
+        toolchain.cache_variables["AOTPIPE_WITH_REDIS"] = bool(self.options.with_redis)
+        toolchain.cache_variables["AOTPIPE_REQUIRE_REDIS"] = bool(self.options.with_redis)
         toolchain.cache_variables["AOTPIPE_TORCH_CUDA"] = "ON" if self.options.with_cuda else "OFF"
         torch_dir = self.conf.get("user.aotpipe:torch_dir", check_type=str)
         if torch_dir:
@@ -187,6 +194,8 @@ class AotpipeConan(ConanFile):
         component("graph", [], ["fmt::fmt"], ["fmt"])  # + libtorch, from the build module
         component("stages", ["graph", "pipeline"],
                   ["fmt::fmt", "nlohmann_json::nlohmann_json", "boost::headers"], ["fmt"])
+        redis = bool(self.options.with_redis)
         component("runtime", ["stages", "pipeline", "graph"],
-                  ["fmt::fmt", "nlohmann_json::nlohmann_json", "xxhash::xxhash"], ["fmt"])
+                  ["fmt::fmt", "nlohmann_json::nlohmann_json", "xxhash::xxhash"] + (["hiredis::hiredis"] if redis else []),
+                  ["fmt"] + (["hiredis"] if redis else []))
         component("export", ["runtime", "graph"], ["fmt::fmt", "nlohmann_json::nlohmann_json"], ["fmt"])

@@ -1,6 +1,7 @@
 """Consumes the aotpipe package as a user's CMake project would: CMakeDeps + CMakeToolchain,
 find_package(aotpipe) and aotpipe::aotpipe; then runs a program that compiles a function with
-aot_function and checks its output and gradient against eager PyTorch."""
+aot_function and checks its output and gradient against eager PyTorch, and the compile cache's
+Redis level (present exactly when the package's with_redis option says so)."""
 import os
 
 from conan import ConanFile
@@ -24,6 +25,8 @@ class AotpipeTestPackageConan(ConanFile):
     def generate(self):
         toolchain = CMakeToolchain(self)
         toolchain.user_presets_path = False  # no CMakeUserPresets.json in the source tree
+        # The program checks that the package has the Redis level exactly when it should.
+        toolchain.cache_variables["EXPECT_REDIS"] = bool(self.dependencies[self.tested_reference_str.split("/")[0]].options.with_redis)
         toolchain.generate()
         CMakeDeps(self).generate()
 

@@ -1,11 +1,15 @@
 // Uses aotpipe from its Conan package: compiles a small function with aot_function, calls it,
 // and checks its outputs and the gradients of its parameters against the same function run
-// eagerly. Exit status 0 only when everything matches.
+// eagerly; then the compile cache's Redis level, which must be there exactly when the package was
+// built with_redis. Exit status 0 only when everything matches.
 #include <aotpipe/aotpipe.h>
 
 #include <ATen/ATen.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string_view>
 #include <exception>
 #include <string>
 
@@ -33,6 +37,52 @@ bool expect_close(const std::string& what, const at::Tensor& got, const at::Tens
     return false;
   }
   return true;
+}
+
+// With Redis: a compile cache whose Redis level cannot be reached (nothing listens on port 1)
+// still compiles correctly, with one warning: hiredis is linked and works. Without: the package
+// says it has no Redis client.
+bool check_redis_level(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+                       const aotpipe::TensorList& expected) {
+#ifdef AOTPIPE_EXPECT_REDIS
+  if (!aotpipe::redis_remote_cache_available()) {
+    std::fprintf(stderr, "test_package: built with_redis, but redis_remote_cache_available() is false\n");
+    return false;
+  }
+  char folder[] = "/tmp/aotpipe-test-package-XXXXXX";
+  if (!::mkdtemp(folder)) return false;
+  aotpipe::CompileCacheOptions options;
+  options.directory = folder;
+  options.remote = aotpipe::redis_remote_cache("redis://127.0.0.1:1");
+  int warnings = 0;
+  options.on_warning = [&warnings](std::string_view) { ++warnings; };
+  aotpipe::AotConfig config;
+  config.cache = std::make_shared<aotpipe::CompileCache>(std::move(options));
+  Inputs inputs = make_inputs(x, weight, bias);
+  aotpipe::TensorList out = aotpipe::aot_function(layer, config)(inputs.list());
+  const bool ok = expect_close("loss through a cache with an unreachable Redis", out[0], expected[0]);
+  const bool turned_off = config.cache->counters().remote_failed;
+  config.cache->clear();
+  std::string rm = std::string("rm -rf ") + folder;
+  (void)std::system(rm.c_str());
+  if (!turned_off || warnings != 1) {
+    std::fprintf(stderr, "test_package: an unreachable Redis gave %d warnings (expected 1), turned off: %d\n",
+                 warnings, turned_off);
+    return false;
+  }
+  std::printf("test_package: the Redis level (hiredis) is built in; an unreachable server costs one warning\n");
+  return ok;
+#else
+  (void)x, (void)weight, (void)bias, (void)expected;
+  try {
+    aotpipe::redis_remote_cache("redis://127.0.0.1:1");
+  } catch (const std::invalid_argument& e) {
+    std::printf("test_package: built without Redis: %s\n", e.what());
+    return !aotpipe::redis_remote_cache_available();
+  }
+  std::fprintf(stderr, "test_package: built without Redis, but redis_remote_cache() did not say so\n");
+  return false;
+#endif
 }
 
 }  // namespace
@@ -68,6 +118,7 @@ int main() {
       std::fprintf(stderr, "test_package: %zu compiles for one input signature\n", compiled.num_compiled());
       ok = false;
     }
+    ok &= check_redis_level(x, weight, bias, expected);
     if (!ok) return 1;
     std::printf("test_package: aot_function output and gradients match eager PyTorch (loss %.6f)\n",
                 expected[0].item<double>());
