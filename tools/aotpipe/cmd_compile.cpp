@@ -118,6 +118,7 @@ struct BatchContext {
   Scheduler& scheduler;
   std::size_t threads;
   std::set<std::string> top_level_stages;
+  std::string partitioner;  // the one the pipeline uses (effective_partitioner): its partition is reused
   std::shared_ptr<ChromeTraceRecorder> trace;
   // One graph finished (or failed before its compile): for the progress bar. Thread-safe.
   std::function<void(std::string_view name, bool ok)> report;
@@ -141,7 +142,7 @@ void fill_row(const BatchContext& ctx, const PreparedGraph& prepared, CompileRes
   try {
     const CompileState& state = *result.output->state;
     row.cpu_fallbacks = state.cpu_fallbacks;
-    row.summary = summarize(state);
+    row.summary = summarize(state, ctx.partitioner);
     if (!options.out_dir.empty())
       write_graph_outputs(state, *row.summary, std::filesystem::path(options.out_dir) / row.name, !options.no_svg);
   } catch (const std::exception& e) {
@@ -285,7 +286,8 @@ int run_compile(const CompileOptions& options) {
   };
   auto trace = options.trace_file.empty() ? nullptr : std::make_shared<ChromeTraceRecorder>();
   BatchContext ctx{options, settings, files, names, pipeline, scheduler, threads,
-                   std::set<std::string>(stage_columns.begin(), stage_columns.end()), trace,
+                   std::set<std::string>(stage_columns.begin(), stage_columns.end()),
+                   effective_partitioner(options.pipeline, options.partitioner), trace,
                    [&](std::string_view name, bool ok) {
                      if (reporter) return show(name, ok);
                      mpi->send_progress(ok, std::string(name));

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace aotpipe::cli {
 
@@ -25,8 +26,14 @@ struct GraphSummary {
   std::optional<PartitionNumbers> default_partition, min_cut;
 };
 
-// Runs default_partition and min_cut_rematerialization_partition on the joint graph.
-GraphSummary summarize(const CompileState& state);
+// Both partitioners' numbers on the joint graph. `used_partitioner` ("min_cut" or "default", see
+// effective_partitioner) is the one that produced state.partition: its numbers are taken from
+// that partition instead of partitioning again. Empty: run both.
+GraphSummary summarize(const CompileState& state, std::string_view used_partitioner = {});
+
+// The partitioner a compile pipeline uses: the text's `partition(P)` (also inside a group),
+// else `configured` (the config's partition_fn, --partitioner).
+std::string effective_partitioner(std::string_view pipeline_text, const std::string& configured);
 
 // Into `dir` (created): forward.aotg and backward.aotg (training) or inference.aotg,
 // joint.aotg, metadata.json, partition.txt (saved values with their bytes, recomputed ops, both
