@@ -41,7 +41,7 @@ struct ExportedProgram::Impl {
   ExportGraphSignature signature;
   std::vector<SymbolicDim> dims;
   std::vector<NamedTensor> parameters, buffers, constants;
-  TensorList lifted;  // one per lifted input, in input order
+  TensorList lifted;                     // one per lifted input, in input order
   std::vector<std::string> user_inputs;  // graph value names
   std::optional<TensorList> samples;
   std::optional<c10::Device> device;
@@ -91,9 +91,10 @@ struct ExportedProgram::Impl {
         const Json& size = sizes[d];
         if (size.contains("as_int")) {
           if (size.at("as_int").get<int64_t>() != actual)
-            throw Pt2Error(fmt::format("{}: {} is {}; the export fixed it at {} (export it with a dynamic dimension "
-                                       "to vary it)",
-                                       where(), place, actual, size.at("as_int").get<int64_t>()));
+            throw Pt2Error(
+                fmt::format("{}: {} is {}; the export fixed it at {} (export it with a dynamic dimension "
+                            "to vary it)",
+                            where(), place, actual, size.at("as_int").get<int64_t>()));
           continue;
         }
         const std::string expr = size.at("as_expr").at("expr_str").get<std::string>();
@@ -118,12 +119,10 @@ struct ExportedProgram::Impl {
       int64_t expected = 0;
       try {
         expected = pt2::evaluate_sym_expr(expr, symbols);
-      } catch (const std::exception& e) {
-        throw Pt2Error(fmt::format("{}: {}: {}", where(), place, e.what()));
-      }
+      } catch (const std::exception& e) { throw Pt2Error(fmt::format("{}: {}: {}", where(), place, e.what())); }
       if (expected != actual)
-        throw Pt2Error(fmt::format("{}: {} is {}; the export requires {} = {} here", where(), place, actual, expr,
-                                   expected));
+        throw Pt2Error(
+            fmt::format("{}: {} is {}; the export requires {} = {} here", where(), place, actual, expr, expected));
     }
     return symbols;
   }
@@ -205,16 +204,18 @@ std::string refused_spec(std::string_view kind, const Json& body, std::string_vi
     return fmt::format("{}: input '{}' is a custom object (TorchBind); custom objects are not supported", where,
                        body.value("custom_obj_name", "?"));
   if (kind == "token")
-    return fmt::format("{}: the program takes or returns an effect token (side-effectful custom ops); tokens are not "
-                       "supported",
-                       where);
+    return fmt::format(
+        "{}: the program takes or returns an effect token (side-effectful custom ops); tokens are not "
+        "supported",
+        where);
   if (kind == "constant_input")
     return fmt::format("{}: input '{}' is a constant non-tensor input; only tensor inputs are supported", where,
                        body.value("name", "?"));
   if (kind == "loss_output" || kind == "gradient_to_parameter" || kind == "gradient_to_user_input")
-    return fmt::format("{}: output kind '{}' belongs to a joint forward-backward export; export the forward only "
-                       "(aotpipe traces the backward itself)",
-                       where, kind);
+    return fmt::format(
+        "{}: output kind '{}' belongs to a joint forward-backward export; export the forward only "
+        "(aotpipe traces the backward itself)",
+        where, kind);
   return fmt::format("{}: unknown graph signature spec kind '{}'", where, kind);
 }
 
@@ -252,9 +253,10 @@ std::vector<SymbolicDim> read_range_constraints(const Json& json, std::string_vi
   };
   for (auto it = json.begin(); it != json.end(); ++it) {
     if (it.key().starts_with("u"))
-      throw Pt2Error(fmt::format("{}: symbol {} is data-dependent (an unbacked size from a value in a tensor); "
-                                 "data-dependent shapes are not supported",
-                                 where, it.key()));
+      throw Pt2Error(
+          fmt::format("{}: symbol {} is data-dependent (an unbacked size from a value in a tensor); "
+                      "data-dependent shapes are not supported",
+                      where, it.key()));
     dims.push_back({it.key(), bound(it.value().value("min_val", Json()), 0),
                     bound(it.value().value("max_val", Json()), std::numeric_limits<int64_t>::max())});
   }
@@ -328,9 +330,10 @@ std::shared_ptr<ExportedProgram::Impl> ExportedProgram::load(const std::filesyst
       continue;
     }
     if (!impl->user_inputs.empty())
-      throw Pt2Error(fmt::format("{}: input {} ('{}') is lifted state after a user input; torch.export puts "
-                                 "parameters, buffers and constants first",
-                                 where, i, spec.arg.name));
+      throw Pt2Error(
+          fmt::format("{}: input {} ('{}') is lifted state after a user input; torch.export puts "
+                      "parameters, buffers and constants first",
+                      where, i, spec.arg.name));
     at::Tensor t = to_device(archive.state_tensor(*spec.target, describe(spec.kind)), options.device);
     if (spec.kind == InputKind::Parameter) {
       const bool requires_grad = impl->graph_json.at("tensor_values").at(spec.arg.name).value("requires_grad", true);

@@ -52,11 +52,11 @@ struct LoadExportedProgramOptions {
 
 class ExportedProgram {
  public:
-  const std::string& name() const;            // the archive's file stem
+  const std::string& name() const;  // the archive's file stem
   const std::filesystem::path& path() const;
   // "TRAINING" (torch.export.export) or "ATEN" (after ep.run_decompositions()).
   const std::string& dialect() const;
-  const std::string& torch_version() const;   // of the exporting torch
+  const std::string& torch_version() const;  // of the exporting torch
 
   // The graph, specialized to the export's sample sizes. Inputs: the lifted parameters, buffers
   // and constants, then the user inputs (the order of signature().input_specs); outputs: the

@@ -69,9 +69,7 @@ class GraphImporter {
   }
 
  private:
-  [[noreturn]] void fail(const std::string& message) const {
-    throw Pt2Error(fmt::format("{}: {}", where_, message));
-  }
+  [[noreturn]] void fail(const std::string& message) const { throw Pt2Error(fmt::format("{}: {}", where_, message)); }
   std::string node_label() const { return fmt::format("node '{}' ({})", node_name_, target_); }
   [[noreturn]] void fail_node(const std::string& message) const { fail(fmt::format("{}: {}", node_label(), message)); }
 
@@ -81,9 +79,7 @@ class GraphImporter {
     if (it == metas.end()) fail(fmt::format("tensor '{}' has no entry in the graph's tensor_values", name));
     try {
       return tensor_meta_from_serde(*it->second, symbols_);
-    } catch (const std::exception& e) {
-      fail(fmt::format("tensor '{}': {}", name, e.what()));
-    }
+    } catch (const std::exception& e) { fail(fmt::format("tensor '{}': {}", name, e.what())); }
   }
 
   Value* value(const std::string& name) {
@@ -107,9 +103,10 @@ class GraphImporter {
         fail(fmt::format("graph input {} is a custom object ({}): TorchBind objects are not supported", index,
                          input.at("as_custom_obj").value("class_fqn", "?")));
       } else {
-        fail(fmt::format("graph input {} is a {} (`{}`): only tensor inputs are supported (a number input is "
-                         "specialized by torch.export unless marked dynamic)",
-                         index, kind.substr(3), input.dump()));
+        fail(
+            fmt::format("graph input {} is a {} (`{}`): only tensor inputs are supported (a number input is "
+                        "specialized by torch.export unless marked dynamic)",
+                        index, kind.substr(3), input.dump()));
       }
       ++index;
     }
@@ -123,8 +120,8 @@ class GraphImporter {
       if (kind == "as_tensor") {
         outputs.push_back(value(output.at("as_tensor").at("name").get<std::string>()));
       } else if (kind == "as_token") {
-        fail(fmt::format("graph output {} is an effect token: programs with side-effectful custom ops are not supported",
-                         index));
+        fail(fmt::format(
+            "graph output {} is an effect token: programs with side-effectful custom ops are not supported", index));
       } else {
         fail(fmt::format("graph output {} is a {} (`{}`): only tensor outputs are supported", index, kind.substr(3),
                          output.dump()));
@@ -202,7 +199,8 @@ class GraphImporter {
     }
     if (target_ == "torch.ops.aten._assert_scalar.default") {
       const Json& cond = arg(0);
-      const bool ok = union_key(cond) == "as_sym_bool" ? sym_bool(cond.at("as_sym_bool")) : cond.at("as_bool").get<bool>();
+      const bool ok =
+          union_key(cond) == "as_sym_bool" ? sym_bool(cond.at("as_sym_bool")) : cond.at("as_bool").get<bool>();
       if (!ok) {
         std::string message = inputs.size() > 1 ? arg(1).value("as_string", "") : "";
         fail_node(fmt::format("the export's runtime assertion fails for these sizes: {}", message));
@@ -224,10 +222,12 @@ class GraphImporter {
     const std::size_t dot2 = rest.rfind('.');
     const std::string ns(rest.substr(0, dot1));
     if (ns == "higher_order")
-      fail_node(fmt::format("higher-order operator {} is not supported (control flow, wrapped subgraphs; only "
-                            "grad-mode regions are); export without it or inline it",
-                            rest.substr(dot1 + 1)));
-    if (dot1 == std::string_view::npos || dot1 == dot2) fail_node("target is not torch.ops.<namespace>.<op>.<overload>");
+      fail_node(
+          fmt::format("higher-order operator {} is not supported (control flow, wrapped subgraphs; only "
+                      "grad-mode regions are); export without it or inline it",
+                      rest.substr(dot1 + 1)));
+    if (dot1 == std::string_view::npos || dot1 == dot2)
+      fail_node("target is not torch.ops.<namespace>.<op>.<overload>");
     const std::string op_name = ns + "::" + std::string(rest.substr(dot1 + 1, dot2 - dot1 - 1));
     std::string overload(rest.substr(dot2 + 1));
     if (overload == "default") overload.clear();
@@ -270,7 +270,8 @@ class GraphImporter {
     if (kind == "as_none") return Argument::none();
     if (kind == "as_tensor") return value(v.at("name").get<std::string>());
     if (kind == "as_optional_tensor")
-      return union_key(v) == "as_none" ? Argument::none() : Argument(value(v.at("as_tensor").at("name").get<std::string>()));
+      return union_key(v) == "as_none" ? Argument::none()
+                                       : Argument(value(v.at("as_tensor").at("name").get<std::string>()));
     if (kind == "as_tensors") return list_of_values(v, false);
     if (kind == "as_optional_tensors") return list_of_values(v, true);
     if (kind == "as_int") {
@@ -324,8 +325,10 @@ class GraphImporter {
     if (kind == "as_memory_format")
       return c10::IValue(static_cast<int64_t>(memory_format_from_serde(v.get<int64_t>())));
     if (kind == "as_device") return c10::IValue(device_from_serde(v));
-    if (kind == "as_custom_obj") fail_node(fmt::format("argument '{}' is a custom object: TorchBind objects are not supported", formal.name()));
-    if (kind == "as_graph") fail_node(fmt::format("argument '{}' is a subgraph: higher-order ops are not supported", formal.name()));
+    if (kind == "as_custom_obj")
+      fail_node(fmt::format("argument '{}' is a custom object: TorchBind objects are not supported", formal.name()));
+    if (kind == "as_graph")
+      fail_node(fmt::format("argument '{}' is a subgraph: higher-order ops are not supported", formal.name()));
     fail_node(fmt::format("argument '{}' has kind '{}', which this importer does not support", formal.name(), kind));
   }
 
@@ -343,9 +346,7 @@ class GraphImporter {
       if (it != given.end()) {
         try {
           args.push_back(convert(*it->second, formal));
-        } catch (const SerdeError& e) {
-          fail_node(fmt::format("argument '{}': {}", formal.name(), e.what()));
-        }
+        } catch (const SerdeError& e) { fail_node(fmt::format("argument '{}': {}", formal.name(), e.what())); }
         given.erase(it);
       } else if (formal.default_value()) {
         // Arguments left at their default are not serialized.
@@ -385,9 +386,7 @@ class GraphImporter {
     Node* call = nullptr;
     try {
       call = graph_.add_call(op, std::move(args), std::move(outputs));
-    } catch (const std::exception& e) {
-      fail_node(e.what());
-    }
+    } catch (const std::exception& e) { fail_node(e.what()); }
     for (std::size_t i = 0; i < export_names.size() && i < call->num_outputs(); ++i)
       if (!export_names[i].empty()) scopes_.back().values[export_names[i]] = call->output(i);
   }
@@ -434,10 +433,12 @@ class GraphImporter {
     node_name_ = outer_name;
     std::vector<std::string> names;
     for (const Json& out : node.at("outputs")) {
-      if (union_key(out) == "as_tensor") names.push_back(out.at("as_tensor").at("name").get<std::string>());
+      if (union_key(out) == "as_tensor")
+        names.push_back(out.at("as_tensor").at("name").get<std::string>());
       else if (union_key(out) == "as_tensors")
         for (const Json& t : out.at("as_tensors")) names.push_back(t.at("name").get<std::string>());
-      else fail_node(fmt::format("output kind '{}' of a grad-mode region is not supported", union_key(out)));
+      else
+        fail_node(fmt::format("output kind '{}' of a grad-mode region is not supported", union_key(out)));
     }
     if (names.size() > results.size())
       fail_node(fmt::format("the node names {} results, its subgraph returns {}", names.size(), results.size()));
@@ -453,9 +454,7 @@ class GraphImporter {
       if (target_.rfind(kOpsPrefix, 0) != 0)
         fail_node("this target is not an operator (torch.ops.*) nor symbolic arithmetic this importer evaluates");
       add_call(node);
-    } catch (const Pt2Error&) {
-      throw;
-    } catch (const std::exception& e) {
+    } catch (const Pt2Error&) { throw; } catch (const std::exception& e) {
       fail_node(e.what());
     }
   }

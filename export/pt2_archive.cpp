@@ -51,7 +51,8 @@ bool flatten_tensors(const c10::IValue& v, std::vector<at::Tensor>& out) {
 Pt2Archive::Pt2Archive(const std::filesystem::path& path) : where_(path.string()) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec))
-    throw Pt2Error(fmt::format("{}: cannot read: {}", where_, std::filesystem::exists(path, ec) ? "not a regular file" : "no such file"));
+    throw Pt2Error(fmt::format("{}: cannot read: {}", where_,
+                               std::filesystem::exists(path, ec) ? "not a regular file" : "no such file"));
   try {
     reader_ = std::make_unique<caffe2::serialize::PyTorchStreamReader>(path.string());
   } catch (const std::exception& e) {
@@ -59,8 +60,8 @@ Pt2Archive::Pt2Archive(const std::filesystem::path& path) : where_(path.string()
                                first_line(e.what())));
   }
   if (reader_->hasRecord(kArchiveFormatRecord) && read_string(kArchiveFormatRecord) != kArchiveFormat)
-    throw Pt2Error(fmt::format("{}: archive format '{}' is not '{}'", where_, read_string(kArchiveFormatRecord),
-                               kArchiveFormat));
+    throw Pt2Error(
+        fmt::format("{}: archive format '{}' is not '{}'", where_, read_string(kArchiveFormatRecord), kArchiveFormat));
   if (reader_->hasRecord(kArchiveVersionRecord)) {
     const std::string version = read_string(kArchiveVersionRecord);
     if (version != kArchiveVersion)
@@ -73,9 +74,10 @@ Pt2Archive::Pt2Archive(const std::filesystem::path& path) : where_(path.string()
         record.find('/', 7) == std::string::npos)
       models.push_back(record.substr(7, record.size() - 12));
   if (models.empty())
-    throw Pt2Error(fmt::format("{}: no models/<name>.json: not a torch.export archive (a TorchScript or torch.save "
-                               "file, or an AOTInductor package?)",
-                               where_));
+    throw Pt2Error(
+        fmt::format("{}: no models/<name>.json: not a torch.export archive (a TorchScript or torch.save "
+                    "file, or an AOTInductor package?)",
+                    where_));
   if (models.size() > 1 && std::find(models.begin(), models.end(), "model") == models.end())
     throw Pt2Error(fmt::format("{}: the archive holds {} models ({}); only single-model archives are supported", where_,
                                models.size(), fmt::join(models, ", ")));
@@ -112,9 +114,10 @@ Json Pt2Archive::model_json() const {
     const int major = version.at("major").get<int>();
     const int minor = version.at("minor").get<int>();
     if (major != kSchemaMajor)
-      throw Pt2Error(fmt::format("{}: schema version {}.{} is not supported; this build reads schema {}.x (written by "
-                                 "torch 2.11, {}.{})",
-                                 where_, major, minor, kSchemaMajor, kSchemaMajor, kSchemaMinor));
+      throw Pt2Error(
+          fmt::format("{}: schema version {}.{} is not supported; this build reads schema {}.x (written by "
+                      "torch 2.11, {}.{})",
+                      where_, major, minor, kSchemaMajor, kSchemaMajor, kSchemaMinor));
   } catch (const Json::exception& e) {
     throw Pt2Error(fmt::format("{}: models/{}.json has no valid schema_version: {}", where_, model_name_, e.what()));
   }
@@ -124,9 +127,10 @@ Json Pt2Archive::model_json() const {
 at::Tensor Pt2Archive::payload_tensor(const std::string& dir, const std::string& fqn, const Json& payload) {
   try {
     if (payload.value("use_pickle", false))
-      throw Pt2Error(fmt::format("{}: '{}' is stored pickled (a tensor subclass or custom object), which is not "
-                                 "supported",
-                                 where_, fqn));
+      throw Pt2Error(
+          fmt::format("{}: '{}' is stored pickled (a tensor subclass or custom object), which is not "
+                      "supported",
+                      where_, fqn));
     const TensorMeta meta = tensor_meta_from_serde(payload.at("tensor_meta"), {});
     const std::string record = dir + payload.at("path_name").get<std::string>();
     if (!reader_->hasRecord(record))
@@ -151,9 +155,7 @@ at::Tensor Pt2Archive::payload_tensor(const std::string& dir, const std::string&
       throw Pt2Error(fmt::format("{}: '{}' ({}) needs {} elements of storage, record '{}' holds {}", where_, fqn,
                                  to_string(meta), extent, record, flat.numel()));
     return flat.as_strided(meta.sizes, meta.strides, meta.storage_offset).detach();
-  } catch (const Pt2Error&) {
-    throw;
-  } catch (const std::exception& e) {
+  } catch (const Pt2Error&) { throw; } catch (const std::exception& e) {
     throw Pt2Error(fmt::format("{}: state tensor '{}': {}", where_, fqn, first_line(e.what())));
   }
 }
@@ -162,9 +164,10 @@ at::Tensor Pt2Archive::state_tensor(const std::string& fqn, std::string_view wha
   if (weights_.is_object() && weights_.contains(fqn)) return payload_tensor("data/weights/", fqn, weights_.at(fqn));
   if (constants_.is_object() && constants_.contains(fqn))
     return payload_tensor("data/constants/", fqn, constants_.at(fqn));
-  throw Pt2Error(fmt::format("{}: {} '{}' is in the graph signature but neither the weights nor the constants of the "
-                             "archive hold it",
-                             where_, what, fqn));
+  throw Pt2Error(
+      fmt::format("{}: {} '{}' is in the graph signature but neither the weights nor the constants of the "
+                  "archive hold it",
+                  where_, what, fqn));
 }
 
 std::optional<std::vector<at::Tensor>> Pt2Archive::sample_inputs(std::string& note) const {

@@ -63,9 +63,7 @@ c10::Device device_from_serde(const Json& device) {
     text += ":" + std::to_string(device.at("index").get<int64_t>());
   try {
     return c10::Device(text);
-  } catch (const std::exception&) {
-    throw SerdeError(fmt::format("unknown device '{}'", text));
-  }
+  } catch (const std::exception&) { throw SerdeError(fmt::format("unknown device '{}'", text)); }
 }
 
 // ---- sympy srepr expressions ----------------------------------------------------------------

@@ -21,8 +21,7 @@ class MetadataExampleImpl final : public c10::TensorImpl {
 
 at::Tensor metadata_example(const TensorMeta& meta) {
   const auto dtype = c10::scalarTypeToTypeMeta(meta.dtype);
-  const auto nbytes = at::detail::computeStorageNbytes(meta.sizes, meta.strides, dtype.itemsize(),
-                                                       meta.storage_offset);
+  const auto nbytes = at::detail::computeStorageNbytes(meta.sizes, meta.strides, dtype.itemsize(), meta.storage_offset);
   at::Tensor bytes = at::empty({static_cast<int64_t>(nbytes)}, at::TensorOptions().dtype(at::kByte).device(c10::kMeta));
   if (meta.device.is_meta()) {
     at::Tensor t = at::empty({0}, at::TensorOptions().dtype(meta.dtype).device(c10::kMeta))

@@ -128,7 +128,8 @@ class FakeAwareGuardImpl final : public DeviceGuardImplInterface {
 
 std::mutex install_mutex;
 // Every wrapper ever installed: they stay alive (the registry holds raw pointers forever).
-std::array<std::atomic<const FakeAwareGuardImpl*>, static_cast<std::size_t>(c10::DeviceType::COMPILE_TIME_MAX_DEVICE_TYPES)>
+std::array<std::atomic<const FakeAwareGuardImpl*>,
+           static_cast<std::size_t>(c10::DeviceType::COMPILE_TIME_MAX_DEVICE_TYPES)>
     installed{};
 
 }  // namespace

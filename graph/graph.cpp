@@ -25,7 +25,9 @@ std::string_view to_string(ValueType type) {
 // Node
 
 const c10::OperatorHandle& Node::op() const {
-  if (!op_) throw GraphError(fmt::format("node defining %{} is not an operator call", outputs_raw_.empty() ? "?" : output()->name()));
+  if (!op_)
+    throw GraphError(
+        fmt::format("node defining %{} is not an operator call", outputs_raw_.empty() ? "?" : output()->name()));
   return *op_;
 }
 
@@ -67,7 +69,8 @@ c10::OperatorHandle find_operator(std::string_view qualified_name) {
   if (auto it = resolved.find(qualified_name); it != resolved.end()) return it->second;
   std::string text(qualified_name);
   auto ns = text.find("::");
-  if (ns == std::string::npos) throw GraphError(fmt::format("operator '{}' is not qualified (expected e.g. aten::mul.Tensor)", text));
+  if (ns == std::string::npos)
+    throw GraphError(fmt::format("operator '{}' is not qualified (expected e.g. aten::mul.Tensor)", text));
   auto dot = text.find('.', ns + 2);
   std::string name = dot == std::string::npos ? text : text.substr(0, dot);
   std::string overload = dot == std::string::npos ? "" : text.substr(dot + 1);
@@ -119,7 +122,8 @@ void Graph::copy_from(const Graph& other) {
   name_ = other.name_;
   tensor_constants_ = other.tensor_constants_;
   std::unordered_map<const Value*, Value*> map;
-  for (Value* v : other.inputs()) map[v] = add_input(v->name(), v->type(), v->meta() ? std::optional(*v->meta()) : std::nullopt);
+  for (Value* v : other.inputs())
+    map[v] = add_input(v->name(), v->type(), v->meta() ? std::optional(*v->meta()) : std::nullopt);
   for (const Node* n : other.nodes()) {
     auto node = std::unique_ptr<Node>(new Node(this, n->kind_));
     node->op_ = n->op_;
@@ -208,7 +212,8 @@ Node* Graph::add_call(const c10::OperatorHandle& op, std::vector<Argument> args,
     return fmt::format("{}{}", schema.name(), schema.overload_name().empty() ? "" : "." + schema.overload_name());
   };
   if (args.size() > formals.size())
-    throw GraphError(fmt::format("{}: {} arguments given, the schema takes {}", describe(), args.size(), formals.size()));
+    throw GraphError(
+        fmt::format("{}: {} arguments given, the schema takes {}", describe(), args.size(), formals.size()));
   for (std::size_t i = args.size(); i < formals.size(); ++i) {
     if (!formals[i].default_value())
       throw GraphError(fmt::format("{}: missing argument {} '{}' (no default)", describe(), i, formals[i].name()));
@@ -228,7 +233,8 @@ Node* Graph::add_call(const c10::OperatorHandle& op, std::vector<Argument> args,
       types.push_back(value_type_of_return(ret.type()));
     }
     if (!outputs.empty() && outputs.size() != types.size())
-      throw GraphError(fmt::format("{}: {} outputs described, the schema returns {}", describe(), outputs.size(), types.size()));
+      throw GraphError(
+          fmt::format("{}: {} outputs described, the schema returns {}", describe(), outputs.size(), types.size()));
   }
   outputs.resize(types.size());
   std::string base = schema.name().substr(schema.name().find("::") + 2);
@@ -255,7 +261,8 @@ Value* Graph::add_constant(std::string key, at::Tensor tensor, std::string value
 
 Value* Graph::add_constant_ref(std::string key, TensorMeta meta, std::string value_name, Node* before) {
   auto node = std::unique_ptr<Node>(new Node(this, NodeKind::Constant));
-  Value* v = new_value(value_name.empty() ? fresh_name(key) : std::move(value_name), ValueType::Tensor, std::move(meta));
+  Value* v =
+      new_value(value_name.empty() ? fresh_name(key) : std::move(value_name), ValueType::Tensor, std::move(meta));
   node->constant_name_ = std::move(key);
   v->producer_ = node.get();
   node->outputs_.emplace_back(v);
@@ -272,7 +279,8 @@ void Graph::erase_nodes(std::span<Node* const> doomed) {
   if (doomed.empty()) return;
   const std::unordered_set<const Node*> set(doomed.begin(), doomed.end());
   auto still_used = [&](const Value* v) {
-    return GraphError(fmt::format("graph '{}': cannot erase the node defining %{}: the value is still used", name_, v->name()));
+    return GraphError(
+        fmt::format("graph '{}': cannot erase the node defining %{}: the value is still used", name_, v->name()));
   };
   auto defined_by_doomed = [&](const Value* v) { return v->producer() && set.count(v->producer()); };
   std::size_t members = 0;
@@ -304,7 +312,8 @@ void Graph::move_node(Node* node, Node* before) {
 
 void Graph::set_outputs(std::vector<Value*> outputs) {
   for (Value* v : outputs)
-    if (!v || v->graph() != this) throw GraphError(fmt::format("graph '{}': an output is not a value of this graph", name_));
+    if (!v || v->graph() != this)
+      throw GraphError(fmt::format("graph '{}': an output is not a value of this graph", name_));
   outputs_ = std::move(outputs);
 }
 

@@ -73,13 +73,13 @@ struct ValueList {
 // int list, dtype (stored as int, as in the dispatcher), device...), or a list of values.
 class Argument {
  public:
-  Argument(Value* value) : repr_(value) {}  // NOLINT(google-explicit-constructor)
-  Argument(c10::IValue constant) : repr_(std::move(constant)) {}  // NOLINT
-  Argument(ValueList list) : repr_(std::move(list)) {}  // NOLINT
-  Argument(int64_t v) : repr_(c10::IValue(v)) {}  // NOLINT
-  Argument(int v) : repr_(c10::IValue(static_cast<int64_t>(v))) {}  // NOLINT
-  Argument(double v) : repr_(c10::IValue(v)) {}  // NOLINT
-  Argument(bool v) : repr_(c10::IValue(v)) {}  // NOLINT
+  Argument(Value* value) : repr_(value) {}                                // NOLINT(google-explicit-constructor)
+  Argument(c10::IValue constant) : repr_(std::move(constant)) {}          // NOLINT
+  Argument(ValueList list) : repr_(std::move(list)) {}                    // NOLINT
+  Argument(int64_t v) : repr_(c10::IValue(v)) {}                          // NOLINT
+  Argument(int v) : repr_(c10::IValue(static_cast<int64_t>(v))) {}        // NOLINT
+  Argument(double v) : repr_(c10::IValue(v)) {}                           // NOLINT
+  Argument(bool v) : repr_(c10::IValue(v)) {}                             // NOLINT
   Argument(std::vector<int64_t> v) : repr_(c10::IValue(std::move(v))) {}  // NOLINT
   static Argument none() { return Argument(c10::IValue()); }
 
@@ -204,10 +204,10 @@ class Graph {
   // Appends (or inserts before `before`) a call. `args` may stop early: missing trailing
   // arguments take their schema defaults; a missing argument without default is an error.
   // An op returning `Tensor[]` needs `outputs` to say how many values it defines.
-  Node* add_call(const c10::OperatorHandle& op, std::vector<Argument> args,
-                 std::vector<OutputSpec> outputs = {}, Node* before = nullptr);
-  Node* add_call(std::string_view qualified_name, std::vector<Argument> args,
-                 std::vector<OutputSpec> outputs = {}, Node* before = nullptr);
+  Node* add_call(const c10::OperatorHandle& op, std::vector<Argument> args, std::vector<OutputSpec> outputs = {},
+                 Node* before = nullptr);
+  Node* add_call(std::string_view qualified_name, std::vector<Argument> args, std::vector<OutputSpec> outputs = {},
+                 Node* before = nullptr);
   // A named tensor constant (a tensor the program closed over, never baked into a node).
   Value* add_constant(std::string key, at::Tensor tensor, std::string value_name = {}, Node* before = nullptr);
   // Declares a constant's key without data (the text form carries no tensor data); the

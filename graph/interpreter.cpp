@@ -28,7 +28,7 @@ struct Instruction {
   std::vector<ArgSource> args;
   std::vector<int> outputs;  // kNoSlot: nobody reads the value, drop it at once
   bool list_return = false;
-  std::string label;  // "%mul = aten::mul.Tensor" for error messages
+  std::string label;                                // "%mul = aten::mul.Tensor" for error messages
   std::vector<std::optional<TensorMeta>> declared;  // filled only with InterpreterOptions::check_meta
 };
 }  // namespace
@@ -44,7 +44,8 @@ struct Interpreter::Program {
 
 namespace {
 bool is_optional_tensor_list(const c10::TypePtr& type) {
-  c10::TypePtr t = type->kind() == c10::TypeKind::OptionalType ? type->expectRef<c10::OptionalType>().getElementType() : type;
+  c10::TypePtr t =
+      type->kind() == c10::TypeKind::OptionalType ? type->expectRef<c10::OptionalType>().getElementType() : type;
   if (t->kind() != c10::TypeKind::ListType) return false;
   return t->expectRef<c10::ListType>().getElementType()->kind() == c10::TypeKind::OptionalType;
 }
@@ -85,7 +86,8 @@ Interpreter::Interpreter(const Graph& graph, InterpreterOptions options) {
     auto read = [&](const Value* v) {
       auto it = slot_of.find(v);
       if (it == slot_of.end())
-        throw GraphError(fmt::format("interpreter: graph '{}': {} reads %{} before its definition", graph.name(), instr.label, v->name()));
+        throw GraphError(fmt::format("interpreter: graph '{}': {} reads %{} before its definition", graph.name(),
+                                     instr.label, v->name()));
       return SlotRead{it->second, last_read.at(v) == Position{i, k++}};
     };
     const auto& formals = node.schema().arguments();
@@ -98,8 +100,9 @@ Interpreter::Interpreter(const Graph& graph, InterpreterOptions options) {
       } else if (arg.is_constant()) {
         src.constant = arg.constant();
       } else {
-        src.kind = a < formals.size() && is_optional_tensor_list(formals[a].type()) ? ArgSource::Kind::OptionalTensorList
-                                                                                     : ArgSource::Kind::TensorList;
+        src.kind = a < formals.size() && is_optional_tensor_list(formals[a].type())
+                       ? ArgSource::Kind::OptionalTensorList
+                       : ArgSource::Kind::TensorList;
         for (Value* v : arg.value_list().values) src.list.push_back(v ? read(v) : SlotRead{});
       }
       instr.args.push_back(std::move(src));
@@ -115,7 +118,9 @@ Interpreter::Interpreter(const Graph& graph, InterpreterOptions options) {
   for (std::size_t k = 0; k < graph.num_outputs(); ++k) {
     const Value* v = graph.outputs()[k];
     auto it = slot_of.find(v);
-    if (it == slot_of.end()) throw GraphError(fmt::format("interpreter: graph '{}': output {} (%{}) is not defined", graph.name(), k, v->name()));
+    if (it == slot_of.end())
+      throw GraphError(
+          fmt::format("interpreter: graph '{}': output {} (%{}) is not defined", graph.name(), k, v->name()));
     program->outputs.push_back({it->second, last_read.at(v) == Position{nodes.size(), k}});
   }
   program_ = std::move(program);
@@ -139,10 +144,12 @@ void check_meta(const Instruction& instr, std::size_t k, const c10::IValue& prod
   TensorMeta got = TensorMeta::of(produced.toTensor());
   got.requires_grad = want.requires_grad;
   got.device = want.device;
-  if (got.sizes != want.sizes || got.strides != want.strides || got.dtype != want.dtype || got.storage_offset != want.storage_offset) {
+  if (got.sizes != want.sizes || got.strides != want.strides || got.dtype != want.dtype ||
+      got.storage_offset != want.storage_offset) {
     std::string label = instr.label;
     if (k > 0) label = fmt::format("output {} of {}", k, instr.label);
-    throw GraphError(fmt::format("interpreter: graph '{}': {} produced {}, declared {}", graph_name, label, to_string(got), to_string(want)));
+    throw GraphError(fmt::format("interpreter: graph '{}': {} produced {}, declared {}", graph_name, label,
+                                 to_string(got), to_string(want)));
   }
 }
 
@@ -156,8 +163,10 @@ c10::IValue build_list(std::vector<c10::IValue>& slots, const ArgSource& src) {
   c10::List<std::optional<at::Tensor>> list;
   list.reserve(src.list.size());
   for (const SlotRead& r : src.list) {
-    if (r.slot == kNoSlot) list.push_back(std::nullopt);
-    else list.push_back(take(slots, r).toTensor());
+    if (r.slot == kNoSlot)
+      list.push_back(std::nullopt);
+    else
+      list.push_back(take(slots, r).toTensor());
   }
   return list;
 }
@@ -166,7 +175,8 @@ c10::IValue build_list(std::vector<c10::IValue>& slots, const ArgSource& src) {
 std::vector<c10::IValue> Interpreter::run_boxed(std::vector<c10::IValue> inputs) const {
   const Program& p = *program_;
   if (inputs.size() != p.input_slots.size())
-    throw GraphError(fmt::format("interpreter: graph '{}' takes {} inputs, got {}", p.graph_name, p.input_slots.size(), inputs.size()));
+    throw GraphError(fmt::format("interpreter: graph '{}' takes {} inputs, got {}", p.graph_name, p.input_slots.size(),
+                                 inputs.size()));
   std::vector<c10::IValue> slots(p.num_slots);
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     if (p.input_slots[i] != kNoSlot) slots[static_cast<std::size_t>(p.input_slots[i])] = std::move(inputs[i]);
@@ -193,8 +203,8 @@ std::vector<c10::IValue> Interpreter::run_boxed(std::vector<c10::IValue> inputs)
     if (instr.list_return) {
       auto results = stack.at(0).toTensorVector();
       if (results.size() != instr.outputs.size())
-        throw GraphError(fmt::format("interpreter: graph '{}': {} returned {} tensors, the graph expects {}", p.graph_name,
-                                     instr.label, results.size(), instr.outputs.size()));
+        throw GraphError(fmt::format("interpreter: graph '{}': {} returned {} tensors, the graph expects {}",
+                                     p.graph_name, instr.label, results.size(), instr.outputs.size()));
       for (std::size_t k = 0; k < results.size(); ++k) {
         check_meta(instr, k, results[k], p.graph_name);
         if (instr.outputs[k] != kNoSlot) slots[static_cast<std::size_t>(instr.outputs[k])] = std::move(results[k]);
@@ -222,8 +232,8 @@ std::vector<at::Tensor> Interpreter::run(std::vector<at::Tensor> inputs) const {
   tensors.reserve(results.size());
   for (std::size_t k = 0; k < results.size(); ++k) {
     if (!results[k].isTensor())
-      throw GraphError(fmt::format("interpreter: graph '{}': output {} is a {}, not a tensor (use run_boxed)", program_->graph_name, k,
-                                   results[k].tagKind()));
+      throw GraphError(fmt::format("interpreter: graph '{}': output {} is a {}, not a tensor (use run_boxed)",
+                                   program_->graph_name, k, results[k].tagKind()));
     tensors.push_back(std::move(results[k]).toTensor());
   }
   return tensors;

@@ -15,7 +15,8 @@ namespace {
 
 at::Tensor meta_tensor_of(const Node& node, const Value* v) {
   if (!v->meta())
-    throw GraphError(fmt::format("graph '{}': {} reads %{}, which has no TensorMeta", node.graph()->name(), "node " + node.label(), v->name()));
+    throw GraphError(fmt::format("graph '{}': {} reads %{}, which has no TensorMeta", node.graph()->name(),
+                                 "node " + node.label(), v->name()));
   return make_meta_tensor(*v->meta());
 }
 }  // namespace
@@ -41,7 +42,8 @@ void infer_node_meta(Node& node) {
       auto elem = formal.type()->expectRef<c10::ListType>().getElementType();
       if (optional || elem->kind() == c10::TypeKind::OptionalType) {
         c10::List<std::optional<at::Tensor>> list;
-        for (Value* v : arg.value_list().values) list.push_back(v ? std::optional(meta_tensor_of(node, v)) : std::nullopt);
+        for (Value* v : arg.value_list().values)
+          list.push_back(v ? std::optional(meta_tensor_of(node, v)) : std::nullopt);
         stack.emplace_back(std::move(list));
       } else {
         c10::List<at::Tensor> list;
@@ -53,7 +55,8 @@ void infer_node_meta(Node& node) {
   try {
     node.op().callBoxed(stack);
   } catch (const std::exception& e) {
-    throw GraphError(fmt::format("graph '{}': shape propagation of {} failed: {}", node.graph()->name(), "node " + node.label(), e.what()));
+    throw GraphError(fmt::format("graph '{}': shape propagation of {} failed: {}", node.graph()->name(),
+                                 "node " + node.label(), e.what()));
   }
   std::vector<c10::IValue> results;
   if (stack.size() == 1 && stack[0].isTensorList()) {
@@ -62,8 +65,8 @@ void infer_node_meta(Node& node) {
     results = std::move(stack);
   }
   if (results.size() != node.num_outputs())
-    throw GraphError(fmt::format("graph '{}': {} produced {} results on meta tensors, the node defines {}", node.graph()->name(),
-                                 "node " + node.label(), results.size(), node.num_outputs()));
+    throw GraphError(fmt::format("graph '{}': {} produced {} results on meta tensors, the node defines {}",
+                                 node.graph()->name(), "node " + node.label(), results.size(), node.num_outputs()));
   for (std::size_t k = 0; k < results.size(); ++k) {
     if (!results[k].isTensor()) continue;
     TensorMeta meta = TensorMeta::of(results[k].toTensor());

@@ -78,13 +78,14 @@ class Lexer {
       }
       if (t.text == "inf" || t.text == "nan") {
         t.kind = Tok::Float;
-        t.float_value = t.text == "inf" ? std::numeric_limits<double>::infinity() : std::numeric_limits<double>::quiet_NaN();
+        t.float_value =
+            t.text == "inf" ? std::numeric_limits<double>::infinity() : std::numeric_limits<double>::quiet_NaN();
       }
       return t;
     }
-    if (std::isdigit(static_cast<unsigned char>(c)) || (c == '-' && pos_ + 1 < text_.size() &&
-                                                        (std::isdigit(static_cast<unsigned char>(text_[pos_ + 1])) ||
-                                                         text_.substr(pos_ + 1, 3) == "inf"))) {
+    if (std::isdigit(static_cast<unsigned char>(c)) ||
+        (c == '-' && pos_ + 1 < text_.size() &&
+         (std::isdigit(static_cast<unsigned char>(text_[pos_ + 1])) || text_.substr(pos_ + 1, 3) == "inf"))) {
       return number(t);
     }
     if (c == '"') return string(t);
@@ -96,7 +97,9 @@ class Lexer {
     fail(t, fmt::format("unexpected character '{}'", printable(c)));
   }
 
-  [[noreturn]] static void fail(const Token& at, const std::string& message) { throw ParseError(at.line, at.column, message); }
+  [[noreturn]] static void fail(const Token& at, const std::string& message) {
+    throw ParseError(at.line, at.column, message);
+  }
 
  private:
   static std::string printable(char c) {
@@ -236,9 +239,7 @@ class Parser {
     expect_punct("(");
     std::vector<Value*> outputs;
     if (!is_punct(")")) {
-      do {
-        outputs.push_back(parse_value_ref());
-      } while (accept_punct(","));
+      do { outputs.push_back(parse_value_ref()); } while (accept_punct(","));
     }
     expect_punct(")");
     if (tok_.kind != Tok::End) fail("expected end of input after the return statement");
@@ -254,7 +255,9 @@ class Parser {
     Token at;
   };
 
-  [[noreturn]] void fail(const std::string& what) { Lexer::fail(tok_, fmt::format("{}, found {}", what, describe(tok_))); }
+  [[noreturn]] void fail(const std::string& what) {
+    Lexer::fail(tok_, fmt::format("{}, found {}", what, describe(tok_)));
+  }
   [[noreturn]] void fail_at(const Token& at, const std::string& message) { Lexer::fail(at, message); }
   void advance() { tok_ = lexer_.next(); }
   bool is_punct(std::string_view p) const { return tok_.kind == Tok::Punct && tok_.text == p; }
@@ -286,9 +289,7 @@ class Parser {
     expect_punct("[");
     std::vector<int64_t> values;
     if (!is_punct("]")) {
-      do {
-        values.push_back(parse_int());
-      } while (accept_punct(","));
+      do { values.push_back(parse_int()); } while (accept_punct(","));
     }
     expect_punct("]");
     return values;
@@ -317,9 +318,7 @@ class Parser {
     }
     try {
       return c10::Device(text);
-    } catch (const std::exception&) {
-      fail_at(at, fmt::format("invalid device '{}'", text));
-    }
+    } catch (const std::exception&) { fail_at(at, fmt::format("invalid device '{}'", text)); }
   }
 
   Decl parse_decl() {
@@ -335,7 +334,10 @@ class Parser {
     advance();
     if (type == "Tensor") return d;
     if (type == "int" || type == "float" || type == "bool" || type == "Scalar") {
-      d.type = type == "int" ? ValueType::Int : type == "float" ? ValueType::Float : type == "bool" ? ValueType::Bool : ValueType::Scalar;
+      d.type = type == "int"     ? ValueType::Int
+               : type == "float" ? ValueType::Float
+               : type == "bool"  ? ValueType::Bool
+                                 : ValueType::Scalar;
       return d;
     }
     auto dtype = dtype_from_short_name(type);
@@ -400,9 +402,7 @@ class Parser {
           advance();
           lit.kind = Literal::Kind::List;
           if (!is_punct("]")) {
-            do {
-              lit.items.push_back(parse_literal());
-            } while (accept_punct(","));
+            do { lit.items.push_back(parse_literal()); } while (accept_punct(","));
           }
           expect_punct("]");
           return lit;
@@ -423,9 +423,7 @@ class Parser {
           lit.text = tok_.text;
           try {
             (void)c10::Device(lit.text);
-          } catch (const std::exception&) {
-            fail_at(tok_, fmt::format("invalid device '{}'", lit.text));
-          }
+          } catch (const std::exception&) { fail_at(tok_, fmt::format("invalid device '{}'", lit.text)); }
           advance();
           expect_punct(")");
           return lit;
@@ -464,7 +462,8 @@ class Parser {
         fail_at(lit.at, fmt::format("{}: expected a list for type {}", where, schema_type->str()));
       }
       c10::TypePtr elem = type->expectRef<c10::ListType>().getElementType();
-      c10::TypePtr elem_inner = elem->kind() == c10::TypeKind::OptionalType ? elem->expectRef<c10::OptionalType>().getElementType() : elem;
+      c10::TypePtr elem_inner =
+          elem->kind() == c10::TypeKind::OptionalType ? elem->expectRef<c10::OptionalType>().getElementType() : elem;
       if (elem_inner->kind() == c10::TypeKind::TensorType) {
         ValueList list;
         for (const Literal& item : lit.items) {
@@ -489,7 +488,8 @@ class Parser {
       case c10::TypeKind::SymIntType: {
         std::vector<int64_t> values;
         for (const Literal& item : lit.items) {
-          if (item.kind != Literal::Kind::Int) fail_at(item.at, fmt::format("{}: expected an integer list element", where));
+          if (item.kind != Literal::Kind::Int)
+            fail_at(item.at, fmt::format("{}: expected an integer list element", where));
           values.push_back(item.int_value);
         }
         return values;
@@ -497,9 +497,12 @@ class Parser {
       case c10::TypeKind::FloatType: {
         std::vector<double> values;
         for (const Literal& item : lit.items) {
-          if (item.kind == Literal::Kind::Int) values.push_back(static_cast<double>(item.int_value));
-          else if (item.kind == Literal::Kind::Float) values.push_back(item.float_value);
-          else fail_at(item.at, fmt::format("{}: expected a float list element", where));
+          if (item.kind == Literal::Kind::Int)
+            values.push_back(static_cast<double>(item.int_value));
+          else if (item.kind == Literal::Kind::Float)
+            values.push_back(item.float_value);
+          else
+            fail_at(item.at, fmt::format("{}: expected a float list element", where));
         }
         return values;
       }
@@ -546,15 +549,14 @@ class Parser {
   void parse_node() {
     std::vector<Decl> decls;
     if (tok_.kind == Tok::ValueRef) {
-      do {
-        decls.push_back(parse_decl());
-      } while (accept_punct(","));
+      do { decls.push_back(parse_decl()); } while (accept_punct(","));
       expect_punct("=");
     }
     for (std::size_t i = 0; i < decls.size(); ++i) {
       define_check(decls[i]);
       for (std::size_t j = 0; j < i; ++j)
-        if (decls[j].name == decls[i].name) fail_at(decls[i].at, fmt::format("value %{} is defined twice", decls[i].name));
+        if (decls[j].name == decls[i].name)
+          fail_at(decls[i].at, fmt::format("value %{} is defined twice", decls[i].name));
     }
     if (tok_.kind != Tok::Ident) fail("expected an operator name like aten::mul.Tensor or constant(...)");
     Token op_tok = tok_;
@@ -567,7 +569,8 @@ class Parser {
       std::string key = tok_.text;
       advance();
       expect_punct(")");
-      if (decls.size() != 1 || !decls[0].meta) fail_at(op_tok, "a constant defines exactly one tensor value with its type");
+      if (decls.size() != 1 || !decls[0].meta)
+        fail_at(op_tok, "a constant defines exactly one tensor value with its type");
       Value* v = graph_->add_constant_ref(key, *decls[0].meta, decls[0].name);
       node = v->producer();
     } else {
@@ -591,9 +594,7 @@ class Parser {
     std::optional<c10::OperatorHandle> op;
     try {
       op = resolve_operator(op_name);
-    } catch (const GraphError& e) {
-      fail_at(op_tok, e.what());
-    }
+    } catch (const GraphError& e) { fail_at(op_tok, e.what()); }
     const auto& formals = op->schema().arguments();
     std::vector<std::optional<Argument>> args(formals.size());
     expect_punct("(");
@@ -607,7 +608,8 @@ class Parser {
           std::string key = tok_.text;
           advance();
           expect_punct("=");
-          auto it = std::find_if(formals.begin(), formals.end(), [&](const c10::Argument& a) { return a.name() == key; });
+          auto it =
+              std::find_if(formals.begin(), formals.end(), [&](const c10::Argument& a) { return a.name() == key; });
           if (it == formals.end()) fail_at(at, fmt::format("{} has no argument named '{}'", op_name, key));
           index = static_cast<std::size_t>(it - formals.begin());
           seen_keyword = true;
@@ -620,7 +622,8 @@ class Parser {
         }
         if (args[index]) fail_at(at, fmt::format("{}: argument '{}' given twice", op_name, formals[index].name()));
         Literal lit = parse_literal();
-        args[index] = coerce(lit, formals[index].real_type(), fmt::format("{} argument '{}'", op_name, formals[index].name()));
+        args[index] =
+            coerce(lit, formals[index].real_type(), fmt::format("{} argument '{}'", op_name, formals[index].name()));
       } while (accept_punct(","));
     }
     expect_punct(")");
@@ -638,9 +641,7 @@ class Parser {
     for (Decl& d : decls) outputs.push_back(OutputSpec{d.name, std::move(d.meta), d.type});
     try {
       return graph_->add_call(*op, std::move(full), std::move(outputs));
-    } catch (const GraphError& e) {
-      fail_at(op_tok, e.what());
-    }
+    } catch (const GraphError& e) { fail_at(op_tok, e.what()); }
   }
 
   // `name=` starts a keyword argument; a bare identifier (True, torch.float32) does not.

@@ -31,7 +31,8 @@ Graph extract_subgraph(const Graph& graph, std::span<Value* const> inputs, std::
   Graph sub(std::move(name));
   std::unordered_map<const Value*, Value*> map;
   for (Value* in : inputs) {
-    if (in->graph() != &graph) throw GraphError(fmt::format("extract_subgraph: %{} is not a value of graph '{}'", in->name(), graph.name()));
+    if (in->graph() != &graph)
+      throw GraphError(fmt::format("extract_subgraph: %{} is not a value of graph '{}'", in->name(), graph.name()));
     map[in] = sub.add_input(in->name(), in->type(), in->meta() ? std::optional(*in->meta()) : std::nullopt);
   }
   // Which nodes are needed: walk back from the outputs, stopping at the given inputs.
@@ -42,8 +43,9 @@ Graph extract_subgraph(const Graph& graph, std::span<Value* const> inputs, std::
     work.pop_back();
     if (map.count(v)) continue;
     if (v->is_input())
-      throw GraphError(fmt::format("extract_subgraph '{}': the outputs depend on %{}, an input of '{}' not among the subgraph's inputs",
-                                   sub.name(), v->name(), graph.name()));
+      throw GraphError(fmt::format(
+          "extract_subgraph '{}': the outputs depend on %{}, an input of '{}' not among the subgraph's inputs",
+          sub.name(), v->name(), graph.name()));
     if (!needed.insert(v->producer()).second) continue;
     for (Value* used : v->producer()->inputs()) work.push_back(used);
   }

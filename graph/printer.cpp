@@ -77,7 +77,8 @@ std::string format_constant(const c10::IValue& value, const c10::TypePtr& schema
 }
 
 std::string format_value_decl(const Value& value) {
-  std::string type = value.is_tensor() && value.meta() ? to_string(*value.meta()) : std::string(to_string(value.type()));
+  std::string type =
+      value.is_tensor() && value.meta() ? to_string(*value.meta()) : std::string(to_string(value.type()));
   return fmt::format("%{}: {}", value.name(), type);
 }
 

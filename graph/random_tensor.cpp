@@ -9,9 +9,7 @@ at::Tensor random_tensor(const TensorMeta& meta, at::Generator& gen) {
   // The storage a strided view needs: one past its furthest element.
   int64_t span = meta.storage_offset + 1;
   for (std::size_t d = 0; d < meta.sizes.size(); ++d) {
-    if (meta.sizes[d] == 0) {
-      return at::empty_strided(meta.sizes, meta.strides, cpu.device(meta.device));
-    }
+    if (meta.sizes[d] == 0) { return at::empty_strided(meta.sizes, meta.strides, cpu.device(meta.device)); }
     span += (meta.sizes[d] - 1) * meta.strides[d];
   }
   at::Tensor storage;

@@ -120,7 +120,8 @@ std::optional<c10::ScalarType> dtype_from_torch_name(std::string_view name) {
 
 std::string to_string(const TensorMeta& meta) {
   std::string text = fmt::format("{}[{}]", dtype_short_name(meta.dtype), fmt::join(meta.sizes, ", "));
-  if (meta.strides != contiguous_strides(meta.sizes)) text += fmt::format(" stride=[{}]", fmt::join(meta.strides, ", "));
+  if (meta.strides != contiguous_strides(meta.sizes))
+    text += fmt::format(" stride=[{}]", fmt::join(meta.strides, ", "));
   if (meta.storage_offset != 0) text += fmt::format(" offset={}", meta.storage_offset);
   if (!meta.device.is_cpu()) text += fmt::format(" device={}", meta.device.str());
   if (meta.requires_grad) text += " requires_grad";

@@ -54,7 +54,7 @@ struct TraceState {
   std::mutex mutex;  // ops normally arrive on the tracing thread; this keeps stray threads safe
   bool has_backward = false;
   bool finished = false;
-  bool joint = false;     // trace_joint: every node gets a phase
+  bool joint = false;           // trace_joint: every node gets a phase
   bool backward_phase = false;  // ops recorded now belong to the backward (zero-filled gradients)
   std::unordered_map<const c10::TensorImpl*, Value*> constants;
   std::vector<at::Tensor> constant_keepalive;  // keeps constants' TensorImpl* keys unique
@@ -99,11 +99,11 @@ class TracingTensorImpl final : public c10::TensorImpl {
   c10::Device logical_device() const { return logical_device_; }
 
   c10::intrusive_ptr<c10::TensorImpl> shallow_copy_and_detach(const c10::VariableVersion& version_counter,
-                                                               bool allow_tensor_metadata_change) const override {
+                                                              bool allow_tensor_metadata_change) const override {
     return copy_impl(version_counter, allow_tensor_metadata_change);
   }
   c10::intrusive_ptr<c10::TensorImpl> shallow_copy_and_detach(c10::VariableVersion&& version_counter,
-                                                               bool allow_tensor_metadata_change) const override {
+                                                              bool allow_tensor_metadata_change) const override {
     return copy_impl(std::move(version_counter), allow_tensor_metadata_change);
   }
   void shallow_copy_from(const c10::intrusive_ptr<c10::TensorImpl>& impl) override {
@@ -182,11 +182,23 @@ bool is_device_type(const c10::Argument& arg) {
 // Ops whose output value or shape depends on data: refused in fake mode (Python raises
 // DataDependentOutputException / DynamicOutputShapeException for these).
 bool is_data_dependent(std::string_view name) {
-  static const std::unordered_set<std::string_view> ops = {
-      "aten::_local_scalar_dense", "aten::item", "aten::nonzero", "aten::nonzero_numpy", "aten::argwhere",
-      "aten::masked_select", "aten::unique_consecutive", "aten::_unique", "aten::_unique2", "aten::unique_dim",
-      "aten::unique_dim_consecutive", "aten::equal", "aten::is_nonzero", "aten::allclose",
-      "aten::bincount", "aten::histc", "aten::_ragged_idx"};
+  static const std::unordered_set<std::string_view> ops = {"aten::_local_scalar_dense",
+                                                           "aten::item",
+                                                           "aten::nonzero",
+                                                           "aten::nonzero_numpy",
+                                                           "aten::argwhere",
+                                                           "aten::masked_select",
+                                                           "aten::unique_consecutive",
+                                                           "aten::_unique",
+                                                           "aten::_unique2",
+                                                           "aten::unique_dim",
+                                                           "aten::unique_dim_consecutive",
+                                                           "aten::equal",
+                                                           "aten::is_nonzero",
+                                                           "aten::allclose",
+                                                           "aten::bincount",
+                                                           "aten::histc",
+                                                           "aten::_ragged_idx"};
   return ops.count(name) > 0;
 }
 
@@ -298,10 +310,18 @@ class DeviceInference {
  private:
   // Ops that take tensors on several devices and produce their first argument's device.
   static bool is_multi_device(std::string_view name) {
-    static const std::unordered_set<std::string_view> ops = {
-        "aten::copy_", "aten::copy", "aten::_copy_from", "aten::_copy_from_and_resize", "aten::_unsafe_index_put",
-        "aten::slice_scatter", "aten::diagonal_scatter", "aten::index_put", "aten::index_put_",
-        "aten::_index_put_impl_", "aten::index", "aten::_unsafe_index"};
+    static const std::unordered_set<std::string_view> ops = {"aten::copy_",
+                                                             "aten::copy",
+                                                             "aten::_copy_from",
+                                                             "aten::_copy_from_and_resize",
+                                                             "aten::_unsafe_index_put",
+                                                             "aten::slice_scatter",
+                                                             "aten::diagonal_scatter",
+                                                             "aten::index_put",
+                                                             "aten::index_put_",
+                                                             "aten::_index_put_impl_",
+                                                             "aten::index",
+                                                             "aten::_unsafe_index"};
     return ops.count(name) > 0;
   }
 
@@ -324,8 +344,9 @@ std::optional<std::string> missing_backend_kernel(const c10::OperatorHandle& op,
     return add && add->hasKernelForDispatchKey(c10::DispatchKey::CUDA);
   }();
   if (!cuda_kernels_loaded) return std::nullopt;
-  for (auto key : {c10::DispatchKey::CUDA, c10::DispatchKey::CompositeExplicitAutograd,
-                   c10::DispatchKey::CompositeExplicitAutogradNonFunctional, c10::DispatchKey::CompositeImplicitAutograd})
+  for (auto key :
+       {c10::DispatchKey::CUDA, c10::DispatchKey::CompositeExplicitAutograd,
+        c10::DispatchKey::CompositeExplicitAutogradNonFunctional, c10::DispatchKey::CompositeImplicitAutograd})
     if (op.hasKernelForDispatchKey(key)) return std::nullopt;
   return "has no CUDA kernel, so eager would fail here on " + device.str() +
          " (the program calls a kernel of another backend)";
@@ -342,10 +363,10 @@ struct OpCall {
   TraceState* state;
   std::shared_ptr<TraceState> owner;  // null when the op came through the mode only
   bool cpu_fallback = false;
-  std::vector<at::Tensor> inner_inputs;   // every unwrapped tensor, in argument order
-  std::vector<at::Tensor> outer_inputs;   // the matching outer tensor (undefined for constants)
-  std::vector<at::Tensor> real_inputs;    // cpu_fallback: zero-filled real stand-ins
-  std::vector<bool> outer_written;        // the schema says the op writes that argument
+  std::vector<at::Tensor> inner_inputs;  // every unwrapped tensor, in argument order
+  std::vector<at::Tensor> outer_inputs;  // the matching outer tensor (undefined for constants)
+  std::vector<at::Tensor> real_inputs;   // cpu_fallback: zero-filled real stand-ins
+  std::vector<bool> outer_written;       // the schema says the op writes that argument
 };
 
 Value* constant_value(TraceState& st, const at::Tensor& t) {
@@ -358,9 +379,7 @@ Value* constant_value(TraceState& st, const at::Tensor& t) {
   return v;
 }
 
-[[noreturn]] void fail(const std::string& name, const std::string& message) {
-  TORCH_CHECK(false, name, ": ", message);
-}
+[[noreturn]] void fail(const std::string& name, const std::string& message) { TORCH_CHECK(false, name, ": ", message); }
 
 void trace_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*ks*/, torch::jit::Stack* stack) {
   const auto& schema = op.schema();
@@ -413,8 +432,8 @@ void trace_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*ks*/, t
       stack->resize(first);
       std::vector<c10::IValue> results = it->second(args);
       if (results.size() != schema.returns().size())
-        fail(qualified_name(op), "decomposition returned " + std::to_string(results.size()) + " values, the schema has " +
-                                     std::to_string(schema.returns().size()));
+        fail(qualified_name(op), "decomposition returned " + std::to_string(results.size()) +
+                                     " values, the schema has " + std::to_string(schema.returns().size()));
       for (auto& r : results) stack->push_back(std::move(r));
       return;
     }
@@ -435,10 +454,10 @@ void trace_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*ks*/, t
   DeviceInference devices(schema.operator_name().name);
   if (fake && !traits.meta_or_composite()) {
     if (!st->options.allow_cpu_fallback)
-      fail(qualified_name(op), "has no Meta kernel, so fake tracing cannot compute its output metadata "
-                               "(TraceOptions::allow_cpu_fallback is off)");
-    if (!traits.cpu_kernel)
-      fail(qualified_name(op), "has neither a Meta nor a CPU kernel; fake tracing cannot run it");
+      fail(qualified_name(op),
+           "has no Meta kernel, so fake tracing cannot compute its output metadata "
+           "(TraceOptions::allow_cpu_fallback is off)");
+    if (!traits.cpu_kernel) fail(qualified_name(op), "has neither a Meta nor a CPU kernel; fake tracing cannot run it");
     call.cpu_fallback = true;
   }
 
@@ -540,11 +559,12 @@ void trace_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*ks*/, t
     } catch (const std::exception& e) {
       meta_error = error_text(e);
       if (saved_args.empty() || !traits.cpu_or_composite_explicit())
-        fail(qualified_name(op), std::string(fake ? "failed on fake (meta) tensors" : "failed on real tensors") +
-                                     (fake && !st->options.allow_cpu_fallback
-                                          ? " (TraceOptions::allow_cpu_fallback is off, so its CPU kernel was not tried): "
-                                          : ": ") +
-                                     meta_error);
+        fail(qualified_name(op),
+             std::string(fake ? "failed on fake (meta) tensors" : "failed on real tensors") +
+                 (fake && !st->options.allow_cpu_fallback
+                      ? " (TraceOptions::allow_cpu_fallback is off, so its CPU kernel was not tried): "
+                      : ": ") +
+                 meta_error);
       call.cpu_fallback = true;
       stack->resize(first);
       stack->insert(stack->end(), saved_args.begin(), saved_args.end());
@@ -575,7 +595,8 @@ void trace_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*ks*/, t
     try {
       op.callBoxed(stack);
     } catch (const std::exception& e) {
-      fail(qualified_name(op), "failed on fake tensors" + (meta_error.empty() ? std::string(" (no Meta kernel)") : ": " + meta_error) +
+      fail(qualified_name(op), "failed on fake tensors" +
+                                   (meta_error.empty() ? std::string(" (no Meta kernel)") : ": " + meta_error) +
                                    "; its CPU kernel on zero-filled stand-ins failed too: " + error_text(e));
     }
   }
@@ -623,9 +644,7 @@ void trace_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*ks*/, t
   Node* node = nullptr;
   try {
     node = st->graph.add_call(op, std::move(graph_args), std::move(specs));
-  } catch (const std::exception& e) {
-    fail(qualified_name(op), "cannot be recorded: " + error_text(e));
-  }
+  } catch (const std::exception& e) { fail(qualified_name(op), "cannot be recorded: " + error_text(e)); }
   if (torch::autograd::get_current_node() != nullptr || st->backward_phase) {
     node->attrs()["phase"] = "backward";
     st->has_backward = true;
@@ -682,14 +701,17 @@ TORCH_LIBRARY_IMPL(_, Fake, m) { m.fallback(torch::CppFunction::makeFromBoxedFun
 // decomposes the op on the Autograd key for AOTAutograd into _native_batch_norm_legit*, whose
 // schemas declare the mutation (torch/_decomp/decompositions.py, native_batch_norm_decomposition);
 // so do we, for tracing tensors only (their autograd key is AutogradPrivateUse1).
-std::tuple<at::Tensor, at::Tensor, at::Tensor> traced_native_batch_norm(
-    const at::Tensor& input, const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
-    const std::optional<at::Tensor>& running_mean, const std::optional<at::Tensor>& running_var, bool training,
-    double momentum, double eps) {
+std::tuple<at::Tensor, at::Tensor, at::Tensor> traced_native_batch_norm(const at::Tensor& input,
+                                                                        const std::optional<at::Tensor>& weight,
+                                                                        const std::optional<at::Tensor>& bias,
+                                                                        const std::optional<at::Tensor>& running_mean,
+                                                                        const std::optional<at::Tensor>& running_var,
+                                                                        bool training, double momentum, double eps) {
   const bool has_mean = running_mean && running_mean->defined();
   const bool has_var = running_var && running_var->defined();
   if (!has_mean && !has_var) return at::_native_batch_norm_legit(input, weight, bias, training, momentum, eps);
-  TORCH_CHECK(has_mean && has_var, "native_batch_norm: running_mean and running_var must both be given or both be None");
+  TORCH_CHECK(has_mean && has_var,
+              "native_batch_norm: running_mean and running_var must both be given or both be None");
   at::Tensor mean = *running_mean;
   at::Tensor var = *running_var;
   if (training) return at::_native_batch_norm_legit(input, weight, bias, mean, var, training, momentum, eps);
@@ -757,8 +779,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> traced_lstm(const at::Tensor& inp
     std::vector<at::Tensor> outputs;
     for (int64_t direction = 0; direction < directions; ++direction) {
       const int64_t index = layer * directions + direction;
-      auto [out, state] = traced_lstm_layer(layer_input, hx[0][index], hx[1][index],
-                                            params.slice(index * group, group), has_biases, direction == 1);
+      auto [out, state] = traced_lstm_layer(layer_input, hx[0][index], hx[1][index], params.slice(index * group, group),
+                                            has_biases, direction == 1);
       outputs.push_back(out);
       final_h.push_back(state[0]);
       final_c.push_back(state[1]);
@@ -816,10 +838,10 @@ struct Tracer {
   std::shared_ptr<TraceState> st;
   // Fake traces of CUDA programs make no CUDA call (graph/internal/fake_device_guard.h).
   std::optional<FakeDeviceScope> fake_devices;
-  std::vector<at::Tensor> traced_inputs;      // what fn sees (functional wrappers when functionalizing)
-  std::vector<at::Tensor> initial_inputs;     // the tracing tensors of the inputs, as created
+  std::vector<at::Tensor> traced_inputs;                // what fn sees (functional wrappers when functionalizing)
+  std::vector<at::Tensor> initial_inputs;               // the tracing tensors of the inputs, as created
   std::vector<const c10::StorageImpl*> input_storages;  // of traced_inputs, as created
-  std::unordered_map<const c10::StorageImpl*, at::Tensor> storages;  // example storage -> base
+  std::unordered_map<const c10::StorageImpl*, at::Tensor> storages;     // example storage -> base
   std::unordered_map<const c10::TensorImpl*, std::size_t> seen_inputs;  // example -> first position
 
   explicit Tracer(TraceOptions options) : st(std::make_shared<TraceState>(std::move(options))) {
@@ -1015,9 +1037,7 @@ template <class F>
 auto translate_errors(F&& f) -> decltype(f()) {
   try {
     return f();
-  } catch (const TraceError&) {
-    throw;
-  } catch (const std::exception& e) {
+  } catch (const TraceError&) { throw; } catch (const std::exception& e) {
     std::string msg = error_text(e);
     // c10 appends the C++ location on a new line; the first line names the op.
     throw TraceError("aotpipe trace: " + msg);
@@ -1038,7 +1058,8 @@ TraceResult trace_program(const TraceFunction& fn, const TensorList& example_inp
       tracer.add_input(input_name(tracer.st->options, i, "arg", 0), example_inputs[i]);
     TensorList outs = tracer.run([&] { return fn(tracer.traced_inputs); });
     if (tracer.st->options.inspect)
-      tracer.st->options.inspect(TraceInspection{example_inputs, tracer.initial_inputs, tracer.traced_inputs, outs, tracer.input_storages});
+      tracer.st->options.inspect(
+          TraceInspection{example_inputs, tracer.initial_inputs, tracer.traced_inputs, outs, tracer.input_storages});
     return tracer.finish(outs, 0, 0);
   });
 }
@@ -1064,8 +1085,8 @@ TraceResult trace_joint(const TraceFunction& fn, const TensorList& example_input
       std::vector<at::Tensor> tangents;
       std::vector<at::Tensor> diff_tangents;
       const auto& mask = tracer.st->options.tangent_mask;
-      TORCH_CHECK(mask.empty() || mask.size() == fw_outs.size(), "aotpipe::trace_joint: tangent_mask has ",
-                  mask.size(), " entries for ", fw_outs.size(), " outputs");
+      TORCH_CHECK(mask.empty() || mask.size() == fw_outs.size(), "aotpipe::trace_joint: tangent_mask has ", mask.size(),
+                  " entries for ", fw_outs.size(), " outputs");
       for (std::size_t oi = 0; oi < fw_outs.size(); ++oi) {
         const at::Tensor& o = fw_outs[oi];
         if (mask.empty() ? (!o.defined() || !o.requires_grad()) : !mask[oi]) continue;

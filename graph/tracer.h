@@ -105,9 +105,9 @@ struct TracedInputInfo {
 };
 
 struct TracedOutputInfo {
-  bool is_input = false;                     // the output is an input tensor itself
-  std::optional<std::size_t> aliased_input;  // the output shares storage with this input
-  std::optional<std::size_t> aliased_output; // ...or with this earlier output
+  bool is_input = false;                      // the output is an input tensor itself
+  std::optional<std::size_t> aliased_input;   // the output shares storage with this input
+  std::optional<std::size_t> aliased_output;  // ...or with this earlier output
 };
 
 struct TraceResult {

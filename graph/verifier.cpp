@@ -26,7 +26,8 @@ std::string_view to_string(VerifyErrorKind kind) {
 
 namespace {
 std::string join_messages(const std::vector<VerifyIssue>& issues) {
-  std::string text = fmt::format("graph verification failed ({} problem{}):", issues.size(), issues.size() == 1 ? "" : "s");
+  std::string text =
+      fmt::format("graph verification failed ({} problem{}):", issues.size(), issues.size() == 1 ? "" : "s");
   for (const auto& issue : issues) text += fmt::format("\n  [{}] {}", to_string(issue.kind), issue.message);
   return text;
 }
@@ -75,7 +76,8 @@ bool value_fits(const Value& v, const c10::TypePtr& type) {
 
 std::string describe_argument(const Argument& arg) {
   if (arg.is_value()) return fmt::format("%{} ({})", arg.value()->name(), to_string(arg.value()->type()));
-  if (arg.is_constant()) return fmt::format("constant {} ({})", format_constant(arg.constant(), nullptr), arg.constant().tagKind());
+  if (arg.is_constant())
+    return fmt::format("constant {} ({})", format_constant(arg.constant(), nullptr), arg.constant().tagKind());
   return "a list of values";
 }
 
@@ -96,7 +98,8 @@ class Verifier {
  private:
   template <class... Args>
   void report(VerifyErrorKind kind, fmt::format_string<Args...> format, Args&&... args) {
-    issues_.push_back({kind, fmt::format("graph '{}': {}", graph_.name(), fmt::format(format, std::forward<Args>(args)...))});
+    issues_.push_back(
+        {kind, fmt::format("graph '{}': {}", graph_.name(), fmt::format(format, std::forward<Args>(args)...))});
   }
 
   void define(const Value& v) {
@@ -120,9 +123,11 @@ class Verifier {
 
   void check_node(const Node& node) {
     for (Value* v : node.inputs()) check_read(node, v);
-    if (node.is_call()) check_call(node);
+    if (node.is_call())
+      check_call(node);
     else if (options_.require_bound_constants && !graph_.tensor_constants().count(node.constant_name()))
-      report(VerifyErrorKind::UnboundConstant, "constant %{} (\"{}\") has no tensor bound", node.output()->name(), node.constant_name());
+      report(VerifyErrorKind::UnboundConstant, "constant %{} (\"{}\") has no tensor bound", node.output()->name(),
+             node.constant_name());
     for (Value* out : node.outputs()) define(*out);
   }
 
@@ -130,21 +135,24 @@ class Verifier {
     const auto& schema = node.schema();
     const auto& formals = schema.arguments();
     if (node.args().size() != formals.size()) {
-      report(VerifyErrorKind::ArgumentCount, "{} has {} arguments, its schema takes {}", node_label(node), node.args().size(), formals.size());
+      report(VerifyErrorKind::ArgumentCount, "{} has {} arguments, its schema takes {}", node_label(node),
+             node.args().size(), formals.size());
     } else {
       for (std::size_t i = 0; i < formals.size(); ++i) check_argument(node, i, node.args()[i], formals[i]);
     }
     const auto& returns = schema.returns();
     bool list_return = returns.size() == 1 && returns[0].type()->kind() == c10::TypeKind::ListType;
     if (!list_return && node.num_outputs() != returns.size()) {
-      report(VerifyErrorKind::OutputCount, "{} defines {} values, its schema returns {}", node_label(node), node.num_outputs(), returns.size());
+      report(VerifyErrorKind::OutputCount, "{} defines {} values, its schema returns {}", node_label(node),
+             node.num_outputs(), returns.size());
       return;
     }
     for (std::size_t i = 0; i < node.num_outputs(); ++i) {
-      const c10::TypePtr& type = list_return ? returns[0].type()->expectRef<c10::ListType>().getElementType() : returns[i].type();
+      const c10::TypePtr& type =
+          list_return ? returns[0].type()->expectRef<c10::ListType>().getElementType() : returns[i].type();
       if (!value_fits(*node.output(i), type))
-        report(VerifyErrorKind::OutputType, "{} defines %{} as {}, the schema returns {}", node_label(node), node.output(i)->name(),
-               to_string(node.output(i)->type()), type->str());
+        report(VerifyErrorKind::OutputType, "{} defines %{} as {}, the schema returns {}", node_label(node),
+               node.output(i)->name(), to_string(node.output(i)->type()), type->str());
     }
   }
 
@@ -165,11 +173,12 @@ class Verifier {
         ok = ok && elem_inner->kind() == c10::TypeKind::TensorType;
       }
     } else {
-      ok = inner->kind() == c10::TypeKind::TensorType ? (optional && arg.constant().isNone()) : constant_fits(arg.constant(), type);
+      ok = inner->kind() == c10::TypeKind::TensorType ? (optional && arg.constant().isNone())
+                                                      : constant_fits(arg.constant(), type);
     }
     if (!ok)
-      report(VerifyErrorKind::ArgumentType, "{}: argument {} '{}' expects {}, got {}", node_label(node), index, formal.name(),
-             type->str(), describe_argument(arg));
+      report(VerifyErrorKind::ArgumentType, "{}: argument {} '{}' expects {}, got {}", node_label(node), index,
+             formal.name(), type->str(), describe_argument(arg));
   }
 
   void check_outputs() {
@@ -197,9 +206,12 @@ class Verifier {
 };
 }  // namespace
 
-VerifyError::VerifyError(std::vector<VerifyIssue> issues) : std::runtime_error(join_messages(issues)), issues_(std::move(issues)) {}
+VerifyError::VerifyError(std::vector<VerifyIssue> issues)
+    : std::runtime_error(join_messages(issues)), issues_(std::move(issues)) {}
 
-std::vector<VerifyIssue> verify_issues(const Graph& graph, const VerifyOptions& options) { return Verifier(graph, options).run(); }
+std::vector<VerifyIssue> verify_issues(const Graph& graph, const VerifyOptions& options) {
+  return Verifier(graph, options).run();
+}
 
 void verify(const Graph& graph, const VerifyOptions& options) {
   auto issues = verify_issues(graph, options);

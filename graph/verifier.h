@@ -10,16 +10,16 @@
 namespace aotpipe {
 
 enum class VerifyErrorKind {
-  UseBeforeDefinition,   // a node reads a value defined later in the graph
-  ForeignValue,          // a node or the output list reads a value of another graph
-  ArgumentCount,         // a call's argument count differs from its schema
-  ArgumentType,          // an argument does not fit its schema type
-  OutputCount,           // a call defines a different number of values than the schema returns
-  OutputType,            // a defined value's type differs from the schema's return type
-  MissingTensorMeta,     // a tensor input or read tensor value without TensorMeta (when required)
-  DanglingOutput,        // a graph output that no input or node of this graph defines
-  UnusedValue,           // a side-effect-free node none of whose values is used (when required)
-  UnboundConstant,       // a constant node whose key has no tensor bound (when required)
+  UseBeforeDefinition,  // a node reads a value defined later in the graph
+  ForeignValue,         // a node or the output list reads a value of another graph
+  ArgumentCount,        // a call's argument count differs from its schema
+  ArgumentType,         // an argument does not fit its schema type
+  OutputCount,          // a call defines a different number of values than the schema returns
+  OutputType,           // a defined value's type differs from the schema's return type
+  MissingTensorMeta,    // a tensor input or read tensor value without TensorMeta (when required)
+  DanglingOutput,       // a graph output that no input or node of this graph defines
+  UnusedValue,          // a side-effect-free node none of whose values is used (when required)
+  UnboundConstant,      // a constant node whose key has no tensor bound (when required)
 };
 std::string_view to_string(VerifyErrorKind kind);
 

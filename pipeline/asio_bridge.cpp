@@ -2,7 +2,6 @@
 
 #include <aotpipe/pipeline/errors.h>
 
-
 namespace aotpipe {
 
 AsioIoThread::AsioIoThread()

@@ -101,8 +101,9 @@ class [[nodiscard]] AsioOperation {
     // await_resume). Nothing may touch `this` after the initiation: the completion can resume
     // the coroutine on another thread at once.
     Initiation initiation = std::move(initiation_);
-    std::apply([this, &initiation](auto&&... args) { std::move(initiation)(CompletionHandler{this}, std::move(args)...); },
-               InitArgs(std::move(init_args_)));
+    std::apply(
+        [this, &initiation](auto&&... args) { std::move(initiation)(CompletionHandler{this}, std::move(args)...); },
+        InitArgs(std::move(init_args_)));
   }
 
   auto await_resume() {
@@ -145,9 +146,8 @@ class StrandTimer : public std::enable_shared_from_this<StrandTimer> {
     boost::asio::post(strand_, [self = shared_from_this(), handler = std::move(handler)]() mutable {
       if (self->cancelled_) {
         // cancel() overtook the wait on the strand: complete as a cancelled wait would.
-        boost::asio::post(self->strand_, [handler = std::move(handler)]() mutable {
-          handler(boost::asio::error::operation_aborted);
-        });
+        boost::asio::post(self->strand_,
+                          [handler = std::move(handler)]() mutable { handler(boost::asio::error::operation_aborted); });
         return;
       }
       self->timer_.async_wait(std::move(handler));
@@ -174,8 +174,8 @@ class boost::asio::async_result<aotpipe::UseTask, void(Args...)> {
  public:
   template <typename Initiation, typename... InitArgs>
   static auto initiate(Initiation&& initiation, aotpipe::UseTask token, InitArgs&&... args) {
-    using Operation = aotpipe::detail::AsioOperation<std::decay_t<Initiation>,
-                                                     std::tuple<std::decay_t<InitArgs>...>, Args...>;
+    using Operation =
+        aotpipe::detail::AsioOperation<std::decay_t<Initiation>, std::tuple<std::decay_t<InitArgs>...>, Args...>;
     return Operation(*token.scheduler, std::forward<Initiation>(initiation),
                      std::tuple<std::decay_t<InitArgs>...>(std::forward<InitArgs>(args)...));
   }

@@ -86,9 +86,7 @@ JobOutcome JobRun::classify(const std::exception_ptr& error) const {
                           std::chrono::duration_cast<std::chrono::milliseconds>(timeout_), cancelled.what())};
     }
     return {JobStatus::Cancelled, cancelled.what()};
-  } catch (const StageError& failed) {
-    return {JobStatus::Failed, failed.what()};
-  } catch (...) {
+  } catch (const StageError& failed) { return {JobStatus::Failed, failed.what()}; } catch (...) {
     return {JobStatus::Failed, fmt::format("job '{}' failed: {}", env_.job_name, describe_exception(error))};
   }
 }

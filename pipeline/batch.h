@@ -143,9 +143,7 @@ Task<void> run_batch_job(BatchController& batch, BatchJob<T>& job, JobResult<T>&
         result.value.emplace(co_await job.run(run.env()));
       }
       result.status = JobStatus::Succeeded;
-    } catch (...) {
-      error = std::current_exception();
-    }
+    } catch (...) { error = std::current_exception(); }
     if (error) {
       JobOutcome outcome = run.classify(error);
       result.status = outcome.status;

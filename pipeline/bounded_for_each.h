@@ -35,9 +35,8 @@ Task<void> bounded_for_each_worker(Scheduler& scheduler, std::atomic<std::size_t
 }  // namespace detail
 
 template <typename Body>
-  requires std::same_as<std::invoke_result_t<Body&, std::size_t>, Task<void>>
-Task<void> bounded_for_each(Scheduler& scheduler, std::size_t count, std::size_t max_concurrency, Body body,
-                            std::stop_token stop = {}) {
+requires std::same_as<std::invoke_result_t<Body&, std::size_t>, Task<void>> Task<void> bounded_for_each(
+    Scheduler& scheduler, std::size_t count, std::size_t max_concurrency, Body body, std::stop_token stop = {}) {
   std::atomic<std::size_t> next_index{0};
   const std::size_t workers = std::min(count, std::max<std::size_t>(max_concurrency, 1));
   std::vector<Task<void>> running;

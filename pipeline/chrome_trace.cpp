@@ -65,14 +65,19 @@ nlohmann::json ChromeTraceRecorder::to_json() const {
   auto events = nlohmann::json::array();
   std::lock_guard lock(mutex_);
   for (const auto& [thread, lane] : lanes_) {
-    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", pid}, {"tid", lane.tid},
-                      {"args", {{"name", lane.name}}}});
+    events.push_back(
+        {{"name", "thread_name"}, {"ph", "M"}, {"pid", pid}, {"tid", lane.tid}, {"args", {{"name", lane.name}}}});
   }
   for (const CompletedStage& stage : stages_) {
     nlohmann::json args = {{"job", stage.job}, {"status", stage.failed ? "failed" : "ok"}};
     if (stage.end_thread != stage.start_thread) args["finished_on_tid"] = lane_of(stage.end_thread);
-    events.push_back({{"name", stage.stage}, {"cat", "stage"}, {"ph", "X"}, {"pid", pid},
-                      {"tid", lane_of(stage.start_thread)}, {"ts", stage.start_us}, {"dur", stage.duration_us},
+    events.push_back({{"name", stage.stage},
+                      {"cat", "stage"},
+                      {"ph", "X"},
+                      {"pid", pid},
+                      {"tid", lane_of(stage.start_thread)},
+                      {"ts", stage.start_us},
+                      {"dur", stage.duration_us},
                       {"args", std::move(args)}});
   }
   return {{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}};

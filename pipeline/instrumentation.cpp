@@ -61,8 +61,8 @@ std::vector<StageTimings::Entry> StageTimings::entries() const {
 
 std::string StageTimings::report() const {
   using Milliseconds = std::chrono::duration<double, std::milli>;
-  std::string table = fmt::format("{:<24} {:>6} {:>8} {:>12} {:>12} {:>12}\n", "stage", "runs", "failures",
-                                  "total ms", "mean ms", "max ms");
+  std::string table = fmt::format("{:<24} {:>6} {:>8} {:>12} {:>12} {:>12}\n", "stage", "runs", "failures", "total ms",
+                                  "mean ms", "max ms");
   for (const Entry& entry : entries()) {
     const Milliseconds total = entry.total;
     fmt::format_to(std::back_inserter(table), "{:<24} {:>6} {:>8} {:>12.3f} {:>12.3f} {:>12.3f}\n", entry.stage,
@@ -96,13 +96,9 @@ void StageRunScope::failed(std::exception_ptr error) {
   if (env_.hooks) env_.hooks->stage_failed(event_, error);
   try {
     std::rethrow_exception(error);
-  } catch (const StageError&) {
+  } catch (const StageError&) { throw; } catch (const OperationCancelled&) {
     throw;
-  } catch (const OperationCancelled&) {
-    throw;
-  } catch (...) {
-    throw StageError(env_.job_name, std::string(event_.stage));
-  }
+  } catch (...) { throw StageError(env_.job_name, std::string(event_.stage)); }
 }
 
 }  // namespace aotpipe

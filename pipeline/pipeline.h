@@ -19,8 +19,7 @@
 namespace aotpipe {
 namespace detail {
 // The index of the first stage called `wanted`; throws std::out_of_range naming the known ones.
-std::size_t index_of_stage(std::span<const std::string_view> names, std::string_view wanted,
-                           std::string_view pipeline);
+std::size_t index_of_stage(std::span<const std::string_view> names, std::string_view wanted, std::string_view pipeline);
 void check_insert_position(std::size_t index, std::size_t size, std::string_view pipeline);
 [[noreturn]] void throw_cancelled_before(const JobEnv& env, std::string_view stage);
 std::string join_descriptions(std::span<const std::string> descriptions);
@@ -92,9 +91,7 @@ class Pipeline {
       std::exception_ptr error;
       try {
         co_await stage.run(context, env);
-      } catch (...) {
-        error = std::current_exception();
-      }
+      } catch (...) { error = std::current_exception(); }
       if (error) scope.failed(std::move(error));
       scope.succeeded();
     }

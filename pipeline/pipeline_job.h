@@ -20,11 +20,10 @@ template <typename Context>
 BatchJob<Context> make_pipeline_job(std::string name, std::shared_ptr<const Pipeline<Context>> pipeline,
                                     Context context) {
   auto owned_context = std::make_shared<Context>(std::move(context));
-  return BatchJob<Context>{
-      .name = std::move(name),
-      .run = [pipeline = std::move(pipeline), owned_context](const JobEnv& env) {
-        return detail::run_pipeline_on(pipeline, std::move(*owned_context), env);
-      }};
+  return BatchJob<Context>{.name = std::move(name),
+                           .run = [pipeline = std::move(pipeline), owned_context](const JobEnv& env) {
+                             return detail::run_pipeline_on(pipeline, std::move(*owned_context), env);
+                           }};
 }
 
 }  // namespace aotpipe

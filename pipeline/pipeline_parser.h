@@ -24,8 +24,8 @@ class PipelineParseError : public std::invalid_argument {
 
 struct StageSpec {
   std::string name;
-  std::string parameters;    // without the parentheses; empty when absent
-  std::size_t offset = 0;    // of the name in the text, for error messages
+  std::string parameters;  // without the parentheses; empty when absent
+  std::size_t offset = 0;  // of the name in the text, for error messages
 };
 
 // Splits a description into its top-level elements. Throws PipelineParseError naming the

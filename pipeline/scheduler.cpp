@@ -62,9 +62,8 @@ struct Scheduler::Impl {
         // oneTBB caps all arenas together at default_concurrency() - 1 workers; a scheduler
         // asking for more threads than that raises the process-wide cap while it lives.
         parallelism_cap(threads + 1 > default_thread_count()
-                            ? std::optional<tbb::global_control>(std::in_place,
-                                                                 tbb::global_control::max_allowed_parallelism,
-                                                                 threads + 1)
+                            ? std::optional<tbb::global_control>(
+                                  std::in_place, tbb::global_control::max_allowed_parallelism, threads + 1)
                             : std::nullopt),
         // No slot is reserved for an external thread: nobody joins the arena, all the work is
         // enqueued, so every slot is a worker.
@@ -80,9 +79,7 @@ struct Scheduler::Impl {
   std::unique_ptr<AsioIoThread> io;
 };
 
-std::size_t Scheduler::default_thread_count() {
-  return static_cast<std::size_t>(tbb::info::default_concurrency());
-}
+std::size_t Scheduler::default_thread_count() { return static_cast<std::size_t>(tbb::info::default_concurrency()); }
 
 Scheduler::Scheduler(std::size_t num_threads) {
   if (num_threads == 0) throw std::invalid_argument("Scheduler needs at least one thread");

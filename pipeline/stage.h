@@ -33,8 +33,8 @@ template <typename Context>
 class AnyStage {
  public:
   template <typename S>
-    requires(!std::same_as<std::remove_cvref_t<S>, AnyStage> && Stage<std::remove_cvref_t<S>, Context>)
-  AnyStage(S&& stage)  // NOLINT(google-explicit-constructor): stages are added by value
+  requires(!std::same_as<std::remove_cvref_t<S>, AnyStage> && Stage<std::remove_cvref_t<S>, Context>)
+      AnyStage(S&& stage)  // NOLINT(google-explicit-constructor): stages are added by value
       : model_(std::make_shared<const Model<std::remove_cvref_t<S>>>(std::forward<S>(stage))) {}
 
   std::string_view name() const { return model_->name(); }
@@ -56,7 +56,9 @@ class AnyStage {
     explicit Model(Arg&& arg) : stage(std::forward<Arg>(arg)) {}
     std::string_view name() const override { return stage.name(); }
     std::string description() const override {
-      if constexpr (requires { { stage.description() } -> std::convertible_to<std::string>; }) {
+      if constexpr (requires {
+                      { stage.description() } -> std::convertible_to<std::string>;
+                    }) {
         return stage.description();
       } else {
         return std::string(stage.name());

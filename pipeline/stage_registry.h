@@ -77,9 +77,7 @@ class StageRegistry {
         pipeline.add(factory->second(spec.parameters));
       } catch (const PipelineParseError&) {
         throw;  // from a nested pipeline: already names its position
-      } catch (...) {
-        detail::throw_factory_failed(spec, text);
-      }
+      } catch (...) { detail::throw_factory_failed(spec, text); }
     }
     return pipeline;
   }

@@ -17,7 +17,7 @@ namespace aotpipe {
 Scheduler& default_compile_scheduler() {
   static Scheduler* scheduler = [] {
     propagate_torch_thread_state().release();  // for the rest of the process
-    return new Scheduler();  // never destroyed: compiled functions may outlive static teardown
+    return new Scheduler();                    // never destroyed: compiled functions may outlive static teardown
   }();
   return *scheduler;
 }
@@ -90,9 +90,7 @@ Task<CompileOutput> compile_async(std::string name, Function fn, TensorList exam
             found = std::move(renamed);
           }
         }
-      } catch (...) {
-        error = std::current_exception();
-      }
+      } catch (...) { error = std::current_exception(); }
       if (error) scope.failed(std::move(error));
       scope.succeeded();
     }
@@ -157,8 +155,8 @@ std::string input_signature(const TensorList& args) {
     const std::size_t base_group = base ? first_base.emplace(base, i).first->second : i;
     fmt::format_to(std::back_inserter(key), "|{}{}{}s{}t{}o{}r{}l{}d{}a{}b{}", static_cast<int>(t.scalar_type()),
                    t.device().str(), t.layout() == at::kStrided ? "" : "L", fmt::join(t.sizes(), ","),
-                   fmt::join(t.strides(), ","), t.storage_offset(), t.requires_grad() ? 1 : 0, t.is_leaf() ? 1 : 0,
-                   dup, alias, base_group);
+                   fmt::join(t.strides(), ","), t.storage_offset(), t.requires_grad() ? 1 : 0, t.is_leaf() ? 1 : 0, dup,
+                   alias, base_group);
   }
   return fmt::to_string(key);
 }
@@ -181,14 +179,14 @@ struct CompiledFunction::Impl {
       std::lock_guard lock(mutex);
       serial = cache.size();
     }
-    auto compiled = std::make_shared<const CompileOutput>(compile(fmt::format("{}#{}", name, serial), fn, args, config));
+    auto compiled =
+        std::make_shared<const CompileOutput>(compile(fmt::format("{}#{}", name, serial), fn, args, config));
     std::lock_guard lock(mutex);
     return cache.emplace(key, std::move(compiled)).first->second;
   }
 };
 
-CompiledFunction::CompiledFunction(Function fn, AotConfig config, std::string name)
-    : impl_(std::make_shared<Impl>()) {
+CompiledFunction::CompiledFunction(Function fn, AotConfig config, std::string name) : impl_(std::make_shared<Impl>()) {
   impl_->fn = std::move(fn);
   impl_->config = std::move(config);
   impl_->name = std::move(name);
@@ -205,6 +203,8 @@ std::shared_ptr<const CompileState> CompiledFunction::compiled_state(const Tenso
   return impl_->lookup(args)->state;
 }
 
-CompiledFunction aot_function(Function fn, AotConfig config) { return CompiledFunction(std::move(fn), std::move(config)); }
+CompiledFunction aot_function(Function fn, AotConfig config) {
+  return CompiledFunction(std::move(fn), std::move(config));
+}
 
 }  // namespace aotpipe

@@ -19,7 +19,7 @@ class Scheduler;
 Pipeline<CompileState> default_compile_pipeline();
 
 struct CompileOutput {
-  RuntimeFn runtime;                     // the outer calling convention (the user's)
+  RuntimeFn runtime;  // the outer calling convention (the user's)
   // Graphs, metadata and partition, for inspection. After a cache hit: rebuilt from the
   // artifact (state_of), with `fn` and `args` empty.
   std::shared_ptr<const CompileState> state;

@@ -20,9 +20,10 @@ namespace nn = torch::nn;
 Function lifted_forward(std::shared_ptr<nn::Module> module, ModuleForward forward, std::size_t num_lifted) {
   return [module = std::move(module), forward = std::move(forward), num_lifted](const TensorList& args) {
     if (args.size() < num_lifted)
-      throw std::invalid_argument(fmt::format("aot_module: called with {} inputs, fewer than the module's {} "
-                                              "parameters and buffers",
-                                              args.size(), num_lifted));
+      throw std::invalid_argument(
+          fmt::format("aot_module: called with {} inputs, fewer than the module's {} "
+                      "parameters and buffers",
+                      args.size(), num_lifted));
     const auto split = args.begin() + static_cast<std::ptrdiff_t>(num_lifted);
     ModuleUseGuard use(*module);
     ReparametrizedModule lifted(*module, TensorList(args.begin(), split));

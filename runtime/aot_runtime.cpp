@@ -34,8 +34,8 @@ struct CompiledArtifacts {
   const std::string& name;
   const ViewAndMutationMeta& meta;  // of the inner calling convention
   bool trace_joint = false;
-  CompiledGraph forward;  // training: primals -> forward returns + saved values; else inference
-  CompiledGraph backward; // saved values + tangents -> gradients of the grad-requiring primals
+  CompiledGraph forward;   // training: primals -> forward returns + saved values; else inference
+  CompiledGraph backward;  // saved values + tangents -> gradients of the grad-requiring primals
   std::size_t num_saved = 0;
   std::vector<bool> tangent_mask;  // per forward return
   // Per forward return: goes through autograd (not a metadata-only input mutation or an aliased
@@ -144,8 +144,9 @@ struct CompiledAutogradFunction : torch::autograd::Function<CompiledAutogradFunc
                            ? CompiledBackwardOnce::apply(holder->artifacts.get(), at::TensorList(bw_args))
                            : a->backward(std::move(bw_args));
     if (grads.size() != a->grad_primals.size())
-      throw std::runtime_error(fmt::format("aotpipe runtime ({}): the compiled backward returned {} gradients, expected {}",
-                                           a->name, grads.size(), a->grad_primals.size()));
+      throw std::runtime_error(
+          fmt::format("aotpipe runtime ({}): the compiled backward returned {} gradients, expected {}", a->name,
+                      grads.size(), a->grad_primals.size()));
     for (std::size_t k : a->undefined_grads) grads[k] = at::Tensor();
     // One gradient per forward argument: the CallFrame pointer first (none), then the tensors.
     variable_list result(1 + a->meta.input_info.size());
@@ -163,10 +164,8 @@ at::Tensor regenerate_output(const ViewAndMutationMeta& meta, std::size_t j, con
   switch (info.output_type) {
     case OutputType::non_alias:
     case OutputType::unsafe_view_alias:
-    case OutputType::custom_function_view:
-      return outs_and_bases[j];
-    case OutputType::is_input:
-      return inputs[*info.base_idx];
+    case OutputType::custom_function_view: return outs_and_bases[j];
+    case OutputType::is_input: return inputs[*info.base_idx];
     case OutputType::alias_of_input:
       return gen_alias_from_base(inputs[*info.base_idx], TensorMeta::of(raw), info.requires_grad, replay);
     case OutputType::alias_of_intermediate:

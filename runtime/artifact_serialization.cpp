@@ -34,8 +34,9 @@ void check(bool ok, const std::string& what) {
 // --- Tensors ------------------------------------------------------------------------------------
 
 Json meta_to_json(const TensorMeta& m) {
-  return {{"sizes", m.sizes},     {"strides", m.strides},     {"offset", m.storage_offset},
-          {"dtype", dtype_torch_name(m.dtype)}, {"device", m.device.str()}, {"requires_grad", m.requires_grad}};
+  return {{"sizes", m.sizes},           {"strides", m.strides},
+          {"offset", m.storage_offset}, {"dtype", dtype_torch_name(m.dtype)},
+          {"device", m.device.str()},   {"requires_grad", m.requires_grad}};
 }
 
 TensorMeta meta_from_json(const Json& j) {
@@ -49,7 +50,8 @@ TensorMeta meta_from_json(const Json& j) {
   m.device = c10::Device(j.at("device").get<std::string>());
   m.requires_grad = j.at("requires_grad").get<bool>();
   check(m.sizes.size() == m.strides.size() && m.storage_offset >= 0, "tensor metadata with inconsistent rank");
-  for (std::size_t d = 0; d < m.sizes.size(); ++d) check(m.sizes[d] >= 0 && m.strides[d] >= 0, "negative size or stride");
+  for (std::size_t d = 0; d < m.sizes.size(); ++d)
+    check(m.sizes[d] >= 0 && m.strides[d] >= 0, "negative size or stride");
   return m;
 }
 
@@ -130,9 +132,7 @@ Graph graph_from_json(const Json& j, const std::vector<at::Tensor>& tensors, std
   Graph g;
   try {
     g = parse_graph(j.at("text").get_ref<const std::string&>());
-  } catch (const ParseError& e) {
-    malformed(fmt::format("{} graph does not parse: {}", what, e.what()));
-  }
+  } catch (const ParseError& e) { malformed(fmt::format("{} graph does not parse: {}", what, e.what())); }
   for (const auto& [key, index] : j.at("constants").items()) {
     const auto i = index.get<std::size_t>();
     check(i < tensors.size(), fmt::format("{} graph: constant '{}' refers to a missing tensor", what, key));
@@ -144,19 +144,21 @@ Graph graph_from_json(const Json& j, const std::vector<at::Tensor>& tensors, std
   options.require_bound_constants = true;
   try {
     verify(g, options);
-  } catch (const std::exception& e) {
-    malformed(fmt::format("{} graph does not verify: {}", what, e.what()));
-  }
+  } catch (const std::exception& e) { malformed(fmt::format("{} graph does not verify: {}", what, e.what())); }
   return g;
 }
 
 // --- Metadata -----------------------------------------------------------------------------------
 
 constexpr std::array kOutputTypes = {
-    OutputType::non_alias,           OutputType::alias_of_input,
-    OutputType::is_input,            OutputType::alias_of_intermediate_save_as_output,
-    OutputType::alias_of_intermediate, OutputType::alias_of_intermediate_base_is_user_output,
-    OutputType::unsafe_view_alias,   OutputType::custom_function_view,
+    OutputType::non_alias,
+    OutputType::alias_of_input,
+    OutputType::is_input,
+    OutputType::alias_of_intermediate_save_as_output,
+    OutputType::alias_of_intermediate,
+    OutputType::alias_of_intermediate_base_is_user_output,
+    OutputType::unsafe_view_alias,
+    OutputType::custom_function_view,
 };
 
 OutputType output_type_from(const std::string& name) {
@@ -189,11 +191,12 @@ Json meta_to_json(const ViewAndMutationMeta& m, TensorWriter& tensors) {
   Json inputs = Json::array(), outputs = Json::array(), tangents = Json::array();
   for (const InputAliasInfo& in : m.input_info) inputs.push_back(input_info_to_json(in));
   for (const OutputAliasInfo& out : m.output_info)
-    outputs.push_back({{"type", std::string(to_string(out.output_type))},
-                       {"base_idx", out.base_idx ? Json(*out.base_idx) : Json(nullptr)},
-                       {"requires_grad", out.requires_grad},
-                       {"meta", meta_to_json(out.meta)},
-                       {"view_replay", out.view_replay ? graph_to_json(out.view_replay->graph(), tensors) : Json(nullptr)}});
+    outputs.push_back(
+        {{"type", std::string(to_string(out.output_type))},
+         {"base_idx", out.base_idx ? Json(*out.base_idx) : Json(nullptr)},
+         {"requires_grad", out.requires_grad},
+         {"meta", meta_to_json(out.meta)},
+         {"view_replay", out.view_replay ? graph_to_json(out.view_replay->graph(), tensors) : Json(nullptr)}});
   for (const TensorMeta& t : m.traced_tangents) tangents.push_back(meta_to_json(t));
   return {{"input_info", std::move(inputs)},
           {"output_info", std::move(outputs)},
@@ -214,7 +217,8 @@ ViewAndMutationMeta meta_from_json(const Json& j, const std::vector<at::Tensor>&
     if (!o.at("base_idx").is_null()) out.base_idx = o.at("base_idx").get<std::size_t>();
     out.requires_grad = o.at("requires_grad").get<bool>();
     out.meta = meta_from_json(o.at("meta"));
-    if (!o.at("view_replay").is_null()) out.view_replay = ViewReplay(graph_from_json(o.at("view_replay"), tensors, "view replay"));
+    if (!o.at("view_replay").is_null())
+      out.view_replay = ViewReplay(graph_from_json(o.at("view_replay"), tensors, "view replay"));
     m.output_info.push_back(std::move(out));
   }
   m.keep_input_mutations = j.at("keep_input_mutations").get<bool>();
@@ -237,9 +241,7 @@ ViewAndMutationMeta meta_from_json(const Json& j, const std::vector<at::Tensor>&
   }
   try {
     for (const InputAliasInfo& in : m.input_info) (void)in.mutation_type();
-  } catch (const std::exception& e) {
-    malformed(fmt::format("input metadata: {}", e.what()));
-  }
+  } catch (const std::exception& e) { malformed(fmt::format("input metadata: {}", e.what())); }
   m.finalize();  // the derived lists are recomputed, never read
   return m;
 }
@@ -285,7 +287,8 @@ RuntimePlan plan_from_json(const Json& j) {
   info.needed = s.at("needed").get<bool>();
   info.is_inference = s.at("is_inference").get<bool>();
   for (const Json& in : s.at("outer_input_info")) info.outer_input_info.push_back(input_info_from_json(in));
-  info.aliased_arg_idx_with_metadata_mutations = s.at("aliased_with_metadata_mutations").get<std::vector<std::size_t>>();
+  info.aliased_arg_idx_with_metadata_mutations =
+      s.at("aliased_with_metadata_mutations").get<std::vector<std::size_t>>();
   for (std::size_t i : info.aliased_arg_idx_with_metadata_mutations)
     check(i < info.outer_input_info.size(), "synthetic base plan index out of range");
   return info;
@@ -382,8 +385,8 @@ CompiledArtifact deserialize_artifact(std::string_view bytes) {
     a.meta = meta_from_json(j.at("meta"), tensors);
     a.trace_joint = j.at("trace_joint").get<bool>();
     if (const Json& joint = j.at("joint"); !joint.is_null()) {
-      a.joint = JointGraph{graph_from_json(joint.at("graph"), tensors, "joint"), joint.at("num_primals").get<std::size_t>(),
-                           joint.at("num_fwd_outputs").get<std::size_t>()};
+      a.joint = JointGraph{graph_from_json(joint.at("graph"), tensors, "joint"),
+                           joint.at("num_primals").get<std::size_t>(), joint.at("num_fwd_outputs").get<std::size_t>()};
     }
     if (const Json& p = j.at("partition"); !p.is_null()) {
       PartitionResult r;
@@ -395,7 +398,8 @@ CompiledArtifact deserialize_artifact(std::string_view bytes) {
       r.recomputed = p.at("recomputed").get<std::vector<std::string>>();
       a.partition = std::move(r);
     }
-    if (const Json& g = j.at("inference_graph"); !g.is_null()) a.inference_graph = graph_from_json(g, tensors, "inference");
+    if (const Json& g = j.at("inference_graph"); !g.is_null())
+      a.inference_graph = graph_from_json(g, tensors, "inference");
     a.grad_inputs = j.at("grad_inputs").get<std::vector<std::size_t>>();
     a.undefined_grads = j.at("undefined_grads").get<std::vector<std::size_t>>();
     for (const Json& d : j.at("input_devices")) a.input_devices.emplace_back(d.get<std::string>());

@@ -115,8 +115,9 @@ CacheKeyOrBypass make_cache_key(const Graph* program, const Function& fn, const 
   const auto bw_id = identity_of(resolved.bw_compiler);
   const auto inference_id = identity_of(resolved.inference_compiler);
   const auto partitioner_id = identity_of(resolved.partition_fn);
-  for (const auto& [what, id] : {std::pair{"fw_compiler", &fw_id}, std::pair{"bw_compiler", &bw_id},
-                                 std::pair{"inference_compiler", &inference_id}, std::pair{"partition_fn", &partitioner_id}})
+  for (const auto& [what, id] :
+       {std::pair{"fw_compiler", &fw_id}, std::pair{"bw_compiler", &bw_id},
+        std::pair{"inference_compiler", &inference_id}, std::pair{"partition_fn", &partitioner_id}})
     if (!*id) {
       out.bypass_reason = fmt::format(
           "{} has no stable identity (a plain callable); wrap it with named_compiler / named_partitioner to cache it",

@@ -20,7 +20,7 @@ namespace aotpipe {
 
 struct CacheKey {
   std::vector<std::pair<std::string, std::string>> ingredients;  // (name, value), in key order
-  std::string digest;  // hex XXH3-128 over the ingredients: the entry's name
+  std::string digest;                                            // hex XXH3-128 over the ingredients: the entry's name
 
   // One "name: value" line per ingredient.
   std::string explain() const;

@@ -26,7 +26,8 @@ class JobStageLog final : public StageInstrumentation {
  private:
   void record(const StageEvent& event, bool failed) {
     std::lock_guard lock(mutex_);
-    stages_.push_back({std::string(event.stage), std::chrono::duration_cast<std::chrono::nanoseconds>(event.elapsed()), failed});
+    stages_.push_back(
+        {std::string(event.stage), std::chrono::duration_cast<std::chrono::nanoseconds>(event.elapsed()), failed});
   }
   mutable std::mutex mutex_;
   std::vector<StageTime> stages_;

@@ -168,9 +168,7 @@ Opened open_entry(std::string_view in, const CacheKey& key) {
   if (content_hash_hex(in) != checksum) return {nullptr, "checksum mismatch"};
   try {
     return {std::make_shared<CompiledArtifact>(deserialize_artifact(in)), ""};
-  } catch (const std::exception& e) {
-    return {nullptr, e.what()};
-  }
+  } catch (const std::exception& e) { return {nullptr, e.what()}; }
 }
 
 std::string make_entry(const CacheKey& key, const CompiledArtifact& artifact) {
@@ -219,9 +217,9 @@ std::shared_ptr<CompiledArtifact> CompileCache::load_remote(const CacheKey& key,
   Opened opened = open_entry(*bytes, key);
   if (!opened.artifact) {
     rejected_.fetch_add(1);
-    const std::string message = fmt::format(
-        "remote compile cache entry {} on {} is unusable ({}); compiling again and replacing it", key.digest,
-        remote_->describe(), opened.why);
+    const std::string message =
+        fmt::format("remote compile cache entry {} on {} is unusable ({}); compiling again and replacing it",
+                    key.digest, remote_->describe(), opened.why);
     warn(message);
     if (warning) *warning = message;
     return nullptr;
@@ -246,9 +244,9 @@ void CompileCache::publish(const fs::path& path, std::string_view entry) {
   // Unique per process (pid) and within it (a process-wide serial: caches on one folder may
   // be several objects).
   static std::atomic<std::uint64_t> serial{0};
-  const std::string temp =
-      (path.parent_path() / fmt::format("{}{}-{}-{}", kTempPrefix, ::getpid(), serial.fetch_add(1), path.stem().string()))
-          .string();
+  const std::string temp = (path.parent_path() / fmt::format("{}{}-{}-{}", kTempPrefix, ::getpid(), serial.fetch_add(1),
+                                                             path.stem().string()))
+                               .string();
   const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) throw std::system_error(errno, std::generic_category(), "cannot create " + temp);
   const bool written = write_all(fd, entry);
@@ -280,9 +278,7 @@ void CompileCache::store(const CacheKey& key, const CompiledArtifact& artifact) 
   if (entry.empty() || !remote_on()) return;
   try {
     remote_->put(key.digest, entry);
-  } catch (const RemoteCacheError& e) {
-    remote_failed(e);
-  }
+  } catch (const RemoteCacheError& e) { remote_failed(e); }
 }
 
 std::uint64_t CompileCache::scan_bytes() const {
@@ -315,7 +311,8 @@ void CompileCache::evict_if_needed(std::uint64_t added) {
     total += f.bytes;
     if (is_entry(f.path)) entries.push_back(std::move(f));
   }
-  std::sort(entries.begin(), entries.end(), [](const FileInfo& a, const FileInfo& b) { return older(a.mtime, b.mtime); });
+  std::sort(entries.begin(), entries.end(),
+            [](const FileInfo& a, const FileInfo& b) { return older(a.mtime, b.mtime); });
   const std::uint64_t target = max_bytes_ / 10 * 9;
   for (const FileInfo& f : entries) {
     if (total <= target) break;
@@ -356,8 +353,8 @@ void CompileCache::clear() {
 }
 
 CompileCacheCounters CompileCache::counters() const {
-  return {hits_.load(),      misses_.load(),    bypassed_.load(),    stores_.load(),
-          evictions_.load(), rejected_.load(),  remote_hits_.load(), remote_off_.load()};
+  return {hits_.load(),      misses_.load(),   bypassed_.load(),    stores_.load(),
+          evictions_.load(), rejected_.load(), remote_hits_.load(), remote_off_.load()};
 }
 
 // --- Single flight ------------------------------------------------------------------------------

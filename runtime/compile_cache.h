@@ -37,8 +37,8 @@
 namespace aotpipe {
 
 struct CompileCacheOptions {
-  std::filesystem::path directory;        // empty: CompileCache::default_directory()
-  std::uint64_t max_bytes = 1ull << 30;   // bound on the entries' total size (1 GiB)
+  std::filesystem::path directory;       // empty: CompileCache::default_directory()
+  std::uint64_t max_bytes = 1ull << 30;  // bound on the entries' total size (1 GiB)
   // Where warnings go (a corrupt entry, a failed write); empty: standard error.
   std::function<void(std::string_view)> on_warning;
   // A second level shared by machines and runs (remote_cache.h), e.g. redis_remote_cache(url).

@@ -29,7 +29,8 @@ std::shared_ptr<const CompiledArtifact> artifact_of(const CompileState& state) {
   // mutation: prepare_forward mutates a clone of it, as fn_prepped_for_autograd does.
   a->grad_inputs = state.grad_inputs;
   a->undefined_grads = state.undefined_grads;
-  for (const at::Tensor& arg : state.args) a->input_devices.push_back(arg.defined() ? arg.device() : c10::Device(c10::kCPU));
+  for (const at::Tensor& arg : state.args)
+    a->input_devices.push_back(arg.defined() ? arg.device() : c10::Device(c10::kCPU));
   a->cpu_fallbacks = state.cpu_fallbacks;
   if (a->trace_joint && (!a->joint || !a->partition))
     throw std::logic_error(fmt::format("aotpipe ({}): a training compile without a partitioned joint graph", a->name));

@@ -129,17 +129,20 @@ std::vector<std::string> compare_with_eager(const Function& eager, const Functio
     if (e.is_leaf() != c.is_leaf()) differ(diffs, "output {} is_leaf {}, eager {}", i, c.is_leaf(), e.is_leaf());
     for (std::size_t k = 0; k < eager_in.size(); ++k)
       if (aliases(e, eager_in[k]) != aliases(c, comp_in[k]))
-        differ(diffs, "output {} aliasing input {}: {}, eager {}", i, k, aliases(c, comp_in[k]), aliases(e, eager_in[k]));
+        differ(diffs, "output {} aliasing input {}: {}, eager {}", i, k, aliases(c, comp_in[k]),
+               aliases(e, eager_in[k]));
     for (std::size_t k = 0; k < i; ++k)
       if (aliases(e, eager_out[k]) != aliases(c, comp_out[k]))
-        differ(diffs, "output {} aliasing output {}: {}, eager {}", i, k, aliases(c, comp_out[k]), aliases(e, eager_out[k]));
+        differ(diffs, "output {} aliasing output {}: {}, eager {}", i, k, aliases(c, comp_out[k]),
+               aliases(e, eager_out[k]));
   }
   for (std::size_t k = 0; k < eager_in.size(); ++k) {
     const at::Tensor& e = eager_in[k];
     const at::Tensor& c = comp_in[k];
     if (!e.defined() || !c.defined()) continue;
     if (e.sizes() != c.sizes()) {
-      differ(diffs, "input {} sizes after the call [{}], eager [{}]", k, fmt::join(c.sizes(), ", "), fmt::join(e.sizes(), ", "));
+      differ(diffs, "input {} sizes after the call [{}], eager [{}]", k, fmt::join(c.sizes(), ", "),
+             fmt::join(e.sizes(), ", "));
       continue;
     }
     if (e.strides() != c.strides())

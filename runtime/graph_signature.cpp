@@ -75,14 +75,15 @@ ExportGraphSignature build_graph_signature(const CompileState& state, const Lift
   // that # graph inps = # user inps + # params + # buffers".
   if (meta.input_info.size() != num_inputs || state.args.size() != num_inputs)
     throw std::invalid_argument(fmt::format(
-        "{}: the compiled graph takes {} inputs for a call with {} ({} parameters and buffers, {} user inputs); a graph "
+        "{}: the compiled graph takes {} inputs for a call with {} ({} parameters and buffers, {} user inputs); a "
+        "graph "
         "signature needs one graph input per input, so a call that passes one tensor twice and mutates it, or "
         "passes aliased inputs of which one is mutated, has none",
         where(state), meta.input_info.size(), num_inputs, num_lifted, num_user_inputs));
   const SignatureGraphs graphs = graphs_of(state);
   if (graphs.inputs.size() != num_inputs)
-    throw std::logic_error(fmt::format("{}: the graph has {} inputs, the call {}", where(state), graphs.inputs.size(),
-                                       num_inputs));
+    throw std::logic_error(
+        fmt::format("{}: the graph has {} inputs, the call {}", where(state), graphs.inputs.size(), num_inputs));
   const std::size_t num_mutated = meta.mutated_inp_runtime_indices.size();
   if (graphs.forward_returns.size() < num_mutated + meta.num_outputs)
     throw std::logic_error(fmt::format("{}: the graph returns {} values, fewer than {} mutated inputs + {} outputs",
@@ -144,9 +145,10 @@ ExportGraphSignature build_graph_signature(const CompileState& state, const Lift
   for (std::size_t i = 0; i < num_inputs && state.needs_autograd; ++i) {
     if (!grad_inputs.count(i)) continue;
     if (g >= graphs.gradients.size())
-      throw std::logic_error(fmt::format("{}: the backward graph returns {} gradients, fewer than the inputs that "
-                                         "require grad",
-                                         where(state), graphs.gradients.size()));
+      throw std::logic_error(
+          fmt::format("{}: the backward graph returns {} gradients, fewer than the inputs that "
+                      "require grad",
+                      where(state), graphs.gradients.size()));
     const InputSpec& input = sig.input_specs[i];
     if (input.kind == InputKind::Buffer)
       throw std::invalid_argument(fmt::format(

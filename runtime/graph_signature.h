@@ -46,8 +46,8 @@ struct TensorArgument {
 struct InputSpec {
   InputKind kind = InputKind::UserInput;
   TensorArgument arg;
-  std::optional<std::string> target;   // PARAMETER/BUFFER: the fully qualified name
-  std::optional<bool> persistent;      // BUFFER only (C++ modules have only persistent buffers)
+  std::optional<std::string> target;  // PARAMETER/BUFFER: the fully qualified name
+  std::optional<bool> persistent;     // BUFFER only (C++ modules have only persistent buffers)
   bool operator==(const InputSpec&) const = default;
 };
 
@@ -77,10 +77,10 @@ struct ExportGraphSignature {
   std::vector<OutputSpec> output_specs;
 
   // The views torch.export's ExportGraphSignature offers.
-  std::vector<std::string> parameters() const;     // FQNs
-  std::vector<std::string> buffers() const;        // FQNs
-  std::vector<std::string> user_inputs() const;    // graph value names
-  std::vector<std::string> user_outputs() const;   // graph value names (the loss is not one)
+  std::vector<std::string> parameters() const;    // FQNs
+  std::vector<std::string> buffers() const;       // FQNs
+  std::vector<std::string> user_inputs() const;   // graph value names
+  std::vector<std::string> user_outputs() const;  // graph value names (the loss is not one)
   NameMap inputs_to_parameters() const;
   NameMap inputs_to_buffers() const;
   NameMap buffers_to_mutate() const;
@@ -88,7 +88,6 @@ struct ExportGraphSignature {
   // Present when an output is the LOSS_OUTPUT.
   std::optional<ExportBackwardSignature> backward_signature() const;
 };
-
 
 // Which leading inputs of a compile are a module's parameters, buffers and lifted constants
 // (their FQNs, in input order): what the compile itself does not know.

@@ -6,9 +6,11 @@ namespace aotpipe {
 
 CompiledGraphs compile_artifact_graphs(const CompiledArtifact& artifact, const AotConfig& config) {
   const AotConfig resolved = resolve_defaults(config);
-  if (!artifact.trace_joint) return {resolved.inference_compiler(*artifact.inference_graph, input_metas(*artifact.inference_graph)), {}};
+  if (!artifact.trace_joint)
+    return {resolved.inference_compiler(*artifact.inference_graph, input_metas(*artifact.inference_graph)), {}};
   const PartitionResult& p = *artifact.partition;
-  return {resolved.fw_compiler(p.forward, input_metas(p.forward)), resolved.bw_compiler(p.backward, input_metas(p.backward))};
+  return {resolved.fw_compiler(p.forward, input_metas(p.forward)),
+          resolved.bw_compiler(p.backward, input_metas(p.backward))};
 }
 
 RuntimeFn post_compile(std::shared_ptr<const CompiledArtifact> artifact, CompiledGraphs graphs,

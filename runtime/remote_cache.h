@@ -31,7 +31,7 @@ class RemoteCache {
 };
 
 struct RedisCacheOptions {
-  std::chrono::milliseconds timeout{1000};         // connect and each command
+  std::chrono::milliseconds timeout{1000};              // connect and each command
   std::size_t max_entry_bytes = std::size_t{64} << 20;  // larger entries stay local
   std::string key_prefix = "aotpipe:compile:";
 };

@@ -8,7 +8,10 @@ ContextPropagatorRegistration propagate_torch_thread_state() {
   return register_context_propagator({
       .name = "at::ThreadLocalState",
       .capture = [] { return std::any(at::ThreadLocalState()); },
-      .restore = [](std::any& saved) { at::ThreadLocalState::setThreadLocalState(std::any_cast<at::ThreadLocalState&>(saved)); },
+      .restore =
+          [](std::any& saved) {
+            at::ThreadLocalState::setThreadLocalState(std::any_cast<at::ThreadLocalState&>(saved));
+          },
   });
 }
 

@@ -53,8 +53,8 @@ struct AotConfig {
 using RuntimeFn = std::function<TensorList(TensorList)>;
 
 struct RuntimeWrapper {
-  std::string stage;                          // which stage's post-compile half this is
-  std::function<RuntimeFn(RuntimeFn)> wrap;   // inner convention -> outer convention
+  std::string stage;                         // which stage's post-compile half this is
+  std::function<RuntimeFn(RuntimeFn)> wrap;  // inner convention -> outer convention
   // The built-in stages' halves as data; a wrapper without one (a user stage's closure) makes
   // the compile uncacheable.
   std::optional<RuntimePlan> plan;
@@ -82,12 +82,12 @@ struct CompileState {
   std::vector<RuntimeWrapper> wrappers;
 
   // Products of the later stages.
-  std::optional<JointGraph> joint;          // training
-  std::vector<std::size_t> undefined_grads; // joint gradients autograd left undefined (graph: zeros)
-  std::vector<std::size_t> grad_inputs;     // the inputs the joint's gradients are for, in order
-  std::optional<Graph> inference_graph;     // inference
+  std::optional<JointGraph> joint;           // training
+  std::vector<std::size_t> undefined_grads;  // joint gradients autograd left undefined (graph: zeros)
+  std::vector<std::size_t> grad_inputs;      // the inputs the joint's gradients are for, in order
+  std::optional<Graph> inference_graph;      // inference
   std::optional<PartitionResult> partition;
-  CompiledGraph compiled_forward;           // training forward, or the inference graph
+  CompiledGraph compiled_forward;  // training forward, or the inference graph
   CompiledGraph compiled_backward;
 };
 

@@ -45,8 +45,9 @@ at::Tensor run_direct(const at::Tensor& x) {
 void BM_DirectAten(benchmark::State& state) {
   at::Tensor x = at::randn({state.range(0)});
   for (auto _ : state) benchmark::DoNotOptimize(run_direct(x));
-  state.counters["ns_per_op"] = benchmark::Counter(static_cast<double>(kChainLength) * static_cast<double>(state.iterations()),
-                                                   benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.counters["ns_per_op"] =
+      benchmark::Counter(static_cast<double>(kChainLength) * static_cast<double>(state.iterations()),
+                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 
 void BM_Interpreter(benchmark::State& state) {
@@ -56,8 +57,9 @@ void BM_Interpreter(benchmark::State& state) {
   // Same result as the direct calls (guards the comparison itself).
   if (!at::allclose(interp.run({x})[0], run_direct(x))) state.SkipWithError("interpreter and direct results differ");
   for (auto _ : state) benchmark::DoNotOptimize(interp.run({x}));
-  state.counters["ns_per_op"] = benchmark::Counter(static_cast<double>(kChainLength) * static_cast<double>(state.iterations()),
-                                                   benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.counters["ns_per_op"] =
+      benchmark::Counter(static_cast<double>(kChainLength) * static_cast<double>(state.iterations()),
+                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 
 void BM_InterpreterBuild(benchmark::State& state) {

@@ -14,10 +14,10 @@ aotpipe::TensorList program(const aotpipe::TensorList& a) {
   at::Tensor x = a[0];
   const at::Tensor& y = a[1];
   for (int i = 0; i < kOps / 4; ++i) {
-    x = x * y;      // aten::mul.Tensor
-    x = x + 1.0;    // aten::add.Scalar
-    x = x.sin();    // aten::sin
-    x = x.t();      // aten::t (a view)
+    x = x * y;    // aten::mul.Tensor
+    x = x + 1.0;  // aten::add.Scalar
+    x = x.sin();  // aten::sin
+    x = x.t();    // aten::t (a view)
   }
   return {x};
 }
@@ -35,16 +35,16 @@ void BM_TraceFake(benchmark::State& state) {
     benchmark::DoNotOptimize(nodes);
   }
   state.counters["nodes"] = static_cast<double>(nodes);
-  state.counters["per_op_us"] = benchmark::Counter(kOps,
-                                                   benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+  state.counters["per_op_us"] =
+      benchmark::Counter(kOps, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
 }
 BENCHMARK(BM_TraceFake)->Arg(0)->Arg(1)->ArgName("functionalize")->Unit(benchmark::kMillisecond);
 
 void BM_MetaEagerNoRecording(benchmark::State& state) {
   aotpipe::TensorList in{at::empty({64, 64}, at::kMeta), at::empty({64, 64}, at::kMeta)};
   for (auto _ : state) benchmark::DoNotOptimize(program(in));
-  state.counters["per_op_us"] = benchmark::Counter(kOps,
-                                                   benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+  state.counters["per_op_us"] =
+      benchmark::Counter(kOps, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
 }
 BENCHMARK(BM_MetaEagerNoRecording)->Unit(benchmark::kMillisecond);
 
@@ -53,8 +53,8 @@ void BM_TraceReal(benchmark::State& state) {
   aotpipe::TraceOptions options;
   options.mode = aotpipe::TraceMode::Real;
   for (auto _ : state) benchmark::DoNotOptimize(aotpipe::trace(program, in, options).num_nodes());
-  state.counters["per_op_us"] = benchmark::Counter(kOps,
-                                                   benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+  state.counters["per_op_us"] =
+      benchmark::Counter(kOps, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
 }
 BENCHMARK(BM_TraceReal)->Unit(benchmark::kMillisecond);
 

@@ -33,7 +33,9 @@ namespace fs = std::filesystem;
 using namespace aotpipe;
 using Clock = std::chrono::steady_clock;
 
-double ms_since(Clock::time_point start) { return std::chrono::duration<double, std::milli>(Clock::now() - start).count(); }
+double ms_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -66,7 +68,8 @@ struct Corpus {
 Corpus load_corpus(const fs::path& examples) {
   Corpus corpus;
   cli::JobSettings settings{"", 0, false, partitioners::min_cut_rematerialization_partition(), nullptr};
-  for (const cli::GraphFile& file : cli::collect_graph_files({examples.string()}, {cli::kGraphExtension, cli::kExportExtension})) {
+  for (const cli::GraphFile& file :
+       cli::collect_graph_files({examples.string()}, {cli::kGraphExtension, cli::kExportExtension})) {
     cli::GraphRow row;
     cli::PreparedGraph p = cli::prepare(file, settings, row);
     if (p.job) corpus.prepared.push_back(std::move(p));
@@ -163,8 +166,8 @@ int main(int argc, char** argv) {
       cache_in(dir)->clear();
       ::rmdir(dir.c_str());
     }
-    fmt::print("  {:>6} {:>12.2f} {:>12.2f} {:>12.2f} {:>13.1f}x\n", ops, median(f_none), median(f_cold), median(f_warm),
-               median(f_cold) / median(f_warm));
+    fmt::print("  {:>6} {:>12.2f} {:>12.2f} {:>12.2f} {:>13.1f}x\n", ops, median(f_none), median(f_cold),
+               median(f_warm), median(f_cold) / median(f_warm));
   }
   return 0;
 }

@@ -81,7 +81,8 @@ int run_one(const std::string& name, int64_t batch) {
   compile(model.name, model.fn, args);  // warm-up: first-call costs (op lookup, kernels' statics)
   const double before = peak_rss_mib();
   std::size_t fallbacks = 0;
-  const double ms = median_ms([&] { fallbacks = total_cpu_fallback_calls(compile(model.name, model.fn, args).state->cpu_fallbacks); }, repeats);
+  const double ms = median_ms(
+      [&] { fallbacks = total_cpu_fallback_calls(compile(model.name, model.fn, args).state->cpu_fallbacks); }, repeats);
   fmt::print("{:.3f} {:.1f} {:.1f} {}\n", ms, before, peak_rss_mib(), fallbacks);
   return 0;
 }
@@ -116,8 +117,10 @@ std::pair<double, double> side_by_side_ms(const std::string& name) {
 }
 
 void batch_table(const std::string& self) {
-  fmt::print("Compile (all stages, training) at batch 1 and 256: time side by side in one process (median of {} "
-             "alternating compiles); memory in a fresh process per row\n\n", repeats);
+  fmt::print(
+      "Compile (all stages, training) at batch 1 and 256: time side by side in one process (median of {} "
+      "alternating compiles); memory in a fresh process per row\n\n",
+      repeats);
   fmt::print("{:<24} {:>6} {:>11} {:>12} {:>14} {:>13} {:>9}\n", "model", "batch", "compile ms", "RSS before MiB",
              "peak RSS MiB", "compile MiB", "fallback");
   for (const char* name : {"resnet50_bottleneck", "unet_up_block", "vit_b16_encoder_layer"}) {
@@ -137,8 +140,8 @@ void floor_table() {
   fmt::print("  compile: all stages (training), vs forward+backward run on plain meta tensors\n\n");
   fmt::print("{:<24} {:>5} {:>10} {:>10} {:>8} {:>8} {:>11} {:>11} {:>9}\n", "model", "ops", "floor fw", "trace",
              "trace/", "us/op", "floor fw+bw", "compile", "compile/");
-  fmt::print("{:<24} {:>5} {:>10} {:>10} {:>8} {:>8} {:>11} {:>11} {:>9}\n", "", "", "ms", "ms", "floor", "trace",
-             "ms", "ms", "floor");
+  fmt::print("{:<24} {:>5} {:>10} {:>10} {:>8} {:>8} {:>11} {:>11} {:>9}\n", "", "", "ms", "ms", "floor", "trace", "ms",
+             "ms", "floor");
   for (const zoo::ZooModel& model : zoo::all_models(32)) {
     const TensorList plain = meta_inputs(model, false);
     const TensorList examples = examples_of(model);
@@ -149,23 +152,30 @@ void floor_table() {
       no_grad_examples.push_back(metadata_example(copy));
     }
     // Forward: the program on meta tensors vs its fake trace.
-    const double floor_fw = median_ms([&] { at::NoGradGuard g; (void)model.fn(plain); }, repeats);
+    const double floor_fw = median_ms(
+        [&] {
+          at::NoGradGuard g;
+          (void)model.fn(plain);
+        },
+        repeats);
     std::size_t ops = 0;
-    const double trace_ms = median_ms([&] {
-      ops = trace_program(model.fn, no_grad_examples).graph.nodes().size();
-    }, repeats);
+    const double trace_ms =
+        median_ms([&] { ops = trace_program(model.fn, no_grad_examples).graph.nodes().size(); }, repeats);
     // Joint: forward + backward on meta tensors vs the whole compile.
-    const double floor_joint = median_ms([&] {
-      const TensorList with_grad = meta_inputs(model, true);
-      TensorList outs = model.fn(with_grad);
-      std::vector<at::Tensor> params;
-      for (const auto& t : with_grad)
-        if (t.requires_grad()) params.push_back(t);
-      std::vector<at::Tensor> diff_outs, grads_out;
-      for (const auto& o : outs)
-        if (o.requires_grad()) diff_outs.push_back(o), grads_out.push_back(at::ones_like(o));
-      if (!params.empty() && !diff_outs.empty()) (void)torch::autograd::grad(diff_outs, params, grads_out, false, false, true);
-    }, repeats);
+    const double floor_joint = median_ms(
+        [&] {
+          const TensorList with_grad = meta_inputs(model, true);
+          TensorList outs = model.fn(with_grad);
+          std::vector<at::Tensor> params;
+          for (const auto& t : with_grad)
+            if (t.requires_grad()) params.push_back(t);
+          std::vector<at::Tensor> diff_outs, grads_out;
+          for (const auto& o : outs)
+            if (o.requires_grad()) diff_outs.push_back(o), grads_out.push_back(at::ones_like(o));
+          if (!params.empty() && !diff_outs.empty())
+            (void)torch::autograd::grad(diff_outs, params, grads_out, false, false, true);
+        },
+        repeats);
     const double compile_ms = median_ms([&] { (void)compile(model.name, model.fn, examples); }, repeats);
     fmt::print("{:<24} {:>5} {:>10.3f} {:>10.3f} {:>7.1f}x {:>8.1f} {:>11.3f} {:>11.3f} {:>8.1f}x\n", model.name, ops,
                floor_fw, trace_ms, trace_ms / floor_fw, 1000 * trace_ms / std::max<std::size_t>(ops, 1), floor_joint,
@@ -186,8 +196,10 @@ int main(int argc, char** argv) {
     const zoo::ZooModel model = model_named(args[2], 32);
     const TensorList examples = examples_of(model);
     for (int i = 0, n = std::stoi(args[3]); i < n; ++i) {
-      if (args[1] == "trace") (void)trace_program(model.fn, examples);
-      else (void)compile(model.name, model.fn, examples);
+      if (args[1] == "trace")
+        (void)trace_program(model.fn, examples);
+      else
+        (void)compile(model.name, model.fn, examples);
     }
     return 0;
   }

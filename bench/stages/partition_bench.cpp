@@ -67,7 +67,8 @@ void BM_MinCutSolve(benchmark::State& state) {
     value = cut.value;
     benchmark::DoNotOptimize(cut.cut_edges.data());
   }
-  state.SetLabel(std::string(aotpipe::partitioners::to_string(algorithm)) + "/" + graph_name(static_cast<int>(state.range(1))));
+  state.SetLabel(std::string(aotpipe::partitioners::to_string(algorithm)) + "/" +
+                 graph_name(static_cast<int>(state.range(1))));
   state.counters["joint_nodes"] = static_cast<double>(j.graph.num_nodes() + j.graph.num_inputs());
   state.counters["vertices"] = problem.network.num_vertices();
   state.counters["edges"] = static_cast<double>(problem.network.num_edges());
@@ -99,7 +100,8 @@ void BM_DefaultPartition(benchmark::State& state) {
 void algorithms_and_graphs(benchmark::internal::Benchmark* b) {
   b->ArgNames({"algorithm", "graph"});
   for (int graph : {0, 1})
-    for (auto algorithm : {MaxFlowAlgorithm::BoykovKolmogorov, MaxFlowAlgorithm::PushRelabel, MaxFlowAlgorithm::EdmondsKarp})
+    for (auto algorithm :
+         {MaxFlowAlgorithm::BoykovKolmogorov, MaxFlowAlgorithm::PushRelabel, MaxFlowAlgorithm::EdmondsKarp})
       b->Args({static_cast<int64_t>(algorithm), graph});
 }
 

@@ -66,8 +66,8 @@ bool check_redis_level(const at::Tensor& x, const at::Tensor& weight, const at::
   std::string rm = std::string("rm -rf ") + folder;
   (void)std::system(rm.c_str());
   if (!turned_off || warnings != 1) {
-    std::fprintf(stderr, "test_package: an unreachable Redis gave %d warnings (expected 1), turned off: %d\n",
-                 warnings, turned_off);
+    std::fprintf(stderr, "test_package: an unreachable Redis gave %d warnings (expected 1), turned off: %d\n", warnings,
+                 turned_off);
     return false;
   }
   std::printf("test_package: the Redis level (hiredis) is built in; an unreachable server costs one warning\n");

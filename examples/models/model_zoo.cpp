@@ -44,7 +44,10 @@ class InputList {
 struct BatchNormInputs {
   std::size_t weight, bias, mean, var;
   BatchNormInputs(InputList& in, int64_t channels)
-      : weight(in.param({channels})), bias(in.param({channels})), mean(in.buffer({channels})), var(in.buffer({channels})) {}
+      : weight(in.param({channels})),
+        bias(in.param({channels})),
+        mean(in.buffer({channels})),
+        var(in.buffer({channels})) {}
   Tensor operator()(const TensorList& a, const Tensor& x) const {
     return at::batch_norm(x, a[weight], a[bias], a[mean], a[var], /*training=*/true, /*momentum=*/0.1, /*eps=*/1e-5,
                           /*cudnn_enabled=*/true);
@@ -61,8 +64,11 @@ struct LinearInputs {
 struct LayerNormInputs {
   std::size_t weight, bias;
   int64_t width;
-  LayerNormInputs(InputList& in, int64_t features) : weight(in.param({features})), bias(in.param({features})), width(features) {}
-  Tensor operator()(const TensorList& a, const Tensor& x) const { return at::layer_norm(x, {width}, a[weight], a[bias]); }
+  LayerNormInputs(InputList& in, int64_t features)
+      : weight(in.param({features})), bias(in.param({features})), width(features) {}
+  Tensor operator()(const TensorList& a, const Tensor& x) const {
+    return at::layer_norm(x, {width}, a[weight], a[bias]);
+  }
 };
 
 // [B, T, heads * head_dim] -> [B, heads, T, head_dim]
@@ -70,9 +76,7 @@ Tensor split_heads(const Tensor& x, int64_t heads) {
   const int64_t head_dim = x.size(-1) / heads;
   return x.view({x.size(0), x.size(1), heads, head_dim}).transpose(1, 2);
 }
-Tensor merge_heads(const Tensor& x) {
-  return x.transpose(1, 2).reshape({x.size(0), x.size(2), x.size(1) * x.size(3)});
-}
+Tensor merge_heads(const Tensor& x) { return x.transpose(1, 2).reshape({x.size(0), x.size(2), x.size(1) * x.size(3)}); }
 
 }  // namespace
 
@@ -181,11 +185,13 @@ ZooModel swin_block(int64_t batch, c10::Device device) {
     const int64_t b = a[x].size(0);
     Tensor h = at::roll(ln1(a, a[x]), {-shift, -shift}, {1, 2});
     // [B, H, W, C] -> [B * windows, tokens, C]
-    h = h.view({b, side / window, window, side / window, window, width}).permute({0, 1, 3, 2, 4, 5})
+    h = h.view({b, side / window, window, side / window, window, width})
+            .permute({0, 1, 3, 2, 4, 5})
             .reshape({b * windows, tokens, width});
     auto parts = qkv(a, h).view({b * windows, tokens, 3, heads, width / heads}).permute({2, 0, 3, 1, 4}).unbind(0);
     Tensor attn = proj(a, merge_heads(at::scaled_dot_product_attention(parts[0], parts[1], parts[2])));
-    attn = attn.view({b, side / window, side / window, window, window, width}).permute({0, 1, 3, 2, 4, 5})
+    attn = attn.view({b, side / window, side / window, window, window, width})
+               .permute({0, 1, 3, 2, 4, 5})
                .reshape({b, side, side, width});
     Tensor y = a[x] + at::roll(attn, {shift, shift}, {1, 2});
     return {y + fc2(a, at::gelu(fc1(a, ln2(a, y))))};
@@ -251,7 +257,8 @@ ZooModel bert_layer(int64_t batch, c10::Device device) {
   LayerNormInputs ln2(in, width);
   auto fn = [=](const TensorList& a) -> TensorList {
     Tensor positions = at::arange(tokens, at::TensorOptions().dtype(at::kLong).device(a[ids].device()));
-    Tensor h = at::embedding(a[word], a[ids]) + at::embedding(a[position], positions) + at::embedding(a[type], a[types]);
+    Tensor h =
+        at::embedding(a[word], a[ids]) + at::embedding(a[position], positions) + at::embedding(a[type], a[types]);
     h = at::dropout(ln_emb(a, h), p, /*train=*/true);
     Tensor scores = split_heads(q(a, h), heads).matmul(split_heads(k(a, h), heads).transpose(-1, -2)) / 8.0 + a[mask];
     Tensor probs = at::dropout(at::softmax(scores, -1), p, true);
@@ -309,7 +316,8 @@ ZooModel llama_block(int64_t batch, c10::Device device) {
       return t * a[cos] + rotated * a[sin];
     };
     auto repeat_kv = [&](const Tensor& t) {  // [B, kv, T, d] -> [B, heads, T, d]
-      return t.unsqueeze(2).expand({t.size(0), kv_heads, heads / kv_heads, tokens, head_dim})
+      return t.unsqueeze(2)
+          .expand({t.size(0), kv_heads, heads / kv_heads, tokens, head_dim})
           .reshape({t.size(0), heads, tokens, head_dim});
     };
     Tensor h = rms_norm(a[x], norm1);
@@ -390,10 +398,10 @@ ZooModel adam_foreach_step(int64_t /*batch*/, c10::Device device) {
 }
 
 std::vector<ZooModel> all_models(int64_t batch, c10::Device device) {
-  return {resnet50_bottleneck(batch, device),   resnet_stem_and_head(batch, device),  mobilenet_v2_block(batch, device),
-          mobilenet_v3_block(batch, device),    segmentation_head(batch, device),     swin_block(batch, device),
-          unet_up_block(batch, device),         vit_b16_encoder_layer(batch, device), bert_layer(batch, device),
-          gpt2_block_with_loss(batch, device),  llama_block(batch, device),           lstm_regressor(batch, device),
+  return {resnet50_bottleneck(batch, device),  resnet_stem_and_head(batch, device),  mobilenet_v2_block(batch, device),
+          mobilenet_v3_block(batch, device),   segmentation_head(batch, device),     swin_block(batch, device),
+          unet_up_block(batch, device),        vit_b16_encoder_layer(batch, device), bert_layer(batch, device),
+          gpt2_block_with_loss(batch, device), llama_block(batch, device),           lstm_regressor(batch, device),
           adam_foreach_step(batch, device)};
 }
 

@@ -18,7 +18,6 @@ namespace aotpipe::pt2 {
 // checks metadata itself, and `--device` would make their device argument wrong); grad-mode
 // regions (`with torch.no_grad():`) are inlined with their inputs detached.
 // Throws Pt2Error naming `where`, the node and the argument.
-Graph import_graph(const Json& graph_json, std::string graph_name, const SymbolValues& symbols,
-                   std::string_view where);
+Graph import_graph(const Json& graph_json, std::string graph_name, const SymbolValues& symbols, std::string_view where);
 
 }  // namespace aotpipe::pt2

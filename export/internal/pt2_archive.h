@@ -45,8 +45,8 @@ class Pt2Archive {
   std::string where_;
   std::unique_ptr<caffe2::serialize::PyTorchStreamReader> reader_;
   std::string model_name_;
-  Json weights_;    // FQN -> PayloadMeta
-  Json constants_;  // FQN -> PayloadMeta
+  Json weights_;                                // FQN -> PayloadMeta
+  Json constants_;                              // FQN -> PayloadMeta
   std::map<std::string, at::Tensor> storages_;  // record -> flat tensor over its bytes
 };
 

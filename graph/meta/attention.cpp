@@ -20,8 +20,8 @@ Tensor empty_bthd(at::IntArrayRef sizes, const at::TensorOptions& options) {
 
 void check_qkv(const Tensor& query, const Tensor& key, const Tensor& value) {
   TORCH_CHECK(query.dim() == 4 && key.dim() == 4 && value.dim() == 4,
-              "scaled_dot_product_flash_attention_for_cpu: expected 4-d query, key and value, got ", query.sizes(), ", ",
-              key.sizes(), " and ", value.sizes());
+              "scaled_dot_product_flash_attention_for_cpu: expected 4-d query, key and value, got ", query.sizes(),
+              ", ", key.sizes(), " and ", value.sizes());
   TORCH_CHECK(query.scalar_type() == key.scalar_type() && query.scalar_type() == value.scalar_type(),
               "scaled_dot_product_flash_attention_for_cpu: expected query, key and value to have the same dtype, got ",
               query.scalar_type(), ", ", key.scalar_type(), " and ", value.scalar_type());
@@ -38,9 +38,11 @@ std::tuple<Tensor, Tensor> flash_attention_for_cpu_meta(const Tensor& query, con
   return {output, logsumexp};
 }
 
-std::tuple<Tensor, Tensor, Tensor> flash_attention_for_cpu_backward_meta(
-    const Tensor&, const Tensor& query, const Tensor& key, const Tensor& value, const Tensor&, const Tensor&, double,
-    bool, const std::optional<Tensor>&, std::optional<double>) {
+std::tuple<Tensor, Tensor, Tensor> flash_attention_for_cpu_backward_meta(const Tensor&, const Tensor& query,
+                                                                         const Tensor& key, const Tensor& value,
+                                                                         const Tensor&, const Tensor&, double, bool,
+                                                                         const std::optional<Tensor>&,
+                                                                         std::optional<double>) {
   check_qkv(query, key, value);
   return {empty_bthd(query.sizes(), query.options()), empty_bthd(key.sizes(), key.options()),
           empty_bthd(value.sizes(), value.options())};

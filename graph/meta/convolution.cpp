@@ -38,8 +38,8 @@ std::vector<int64_t> conv_output_sizes(const Tensor& input, const Tensor& weight
   auto stride = expand_param(stride_in, spatial, "stride");
   auto padding = expand_param(padding_in, spatial, "padding");
   auto dilation = expand_param(dilation_in, spatial, "dilation");
-  auto output_padding = expand_param(output_padding_in.empty() ? IntArrayRef{0} : output_padding_in, spatial,
-                                     "output_padding");
+  auto output_padding =
+      expand_param(output_padding_in.empty() ? IntArrayRef{0} : output_padding_in, spatial, "output_padding");
   for (int64_t s : stride) TORCH_CHECK(s > 0, "convolution: non-positive stride is not supported");
   for (int64_t p : padding) TORCH_CHECK(p >= 0, "convolution: negative padding is not supported");
   std::vector<int64_t> out{input.size(0)};
@@ -52,17 +52,21 @@ std::vector<int64_t> conv_output_sizes(const Tensor& input, const Tensor& weight
     TORCH_CHECK(input.size(1) == weight.size(1) * groups, "convolution: given groups=", groups, ", weight of size ",
                 weight.sizes(), ", expected input ", input.sizes(), " to have ", weight.size(1) * groups,
                 " channels, but got ", input.size(1), " channels instead");
-    TORCH_CHECK(weight.size(0) % groups == 0, "convolution: given groups=", groups, ", expected weight to be divisible by ",
-                groups, " at dimension 0, but got weight of size ", weight.sizes());
+    TORCH_CHECK(weight.size(0) % groups == 0, "convolution: given groups=", groups,
+                ", expected weight to be divisible by ", groups, " at dimension 0, but got weight of size ",
+                weight.sizes());
     out.push_back(weight.size(0));
   }
   for (int64_t d = 0; d < spatial; ++d) {
     const int64_t in = input.size(d + 2), k = weight.size(d + 2);
-    const int64_t size = transposed ? (in - 1) * stride[d] - 2 * padding[d] + dilation[d] * (k - 1) + output_padding[d] + 1
-                                    : (in + 2 * padding[d] - dilation[d] * (k - 1) - 1) / stride[d] + 1;
-    TORCH_CHECK(transposed || in + 2 * padding[d] >= dilation[d] * (k - 1) + 1, "convolution: calculated padded input size per channel: (",
-                in + 2 * padding[d], "). Kernel size: (", dilation[d] * (k - 1) + 1, "). Kernel size can't be greater than actual input size");
-    TORCH_CHECK(size > 0 || input.numel() == 0, "convolution: output size is too small (", size, ") for input ", input.sizes());
+    const int64_t size = transposed
+                             ? (in - 1) * stride[d] - 2 * padding[d] + dilation[d] * (k - 1) + output_padding[d] + 1
+                             : (in + 2 * padding[d] - dilation[d] * (k - 1) - 1) / stride[d] + 1;
+    TORCH_CHECK(transposed || in + 2 * padding[d] >= dilation[d] * (k - 1) + 1,
+                "convolution: calculated padded input size per channel: (", in + 2 * padding[d], "). Kernel size: (",
+                dilation[d] * (k - 1) + 1, "). Kernel size can't be greater than actual input size");
+    TORCH_CHECK(size > 0 || input.numel() == 0, "convolution: output size is too small (", size, ") for input ",
+                input.sizes());
     out.push_back(size);
   }
   if (input.size(1) == 0) out[1] = 0;
@@ -92,8 +96,8 @@ struct BackendLayout {
 
 // The memory format of the eager backend's outputs for this convolution (before 1-d squeezing).
 BackendLayout backend_layout(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias,
-                                       IntArrayRef stride, IntArrayRef padding, IntArrayRef dilation, bool transposed,
-                                       IntArrayRef output_padding, int64_t groups, std::optional<IntArrayRef> bias_sizes) {
+                             IntArrayRef stride, IntArrayRef padding, IntArrayRef dilation, bool transposed,
+                             IntArrayRef output_padding, int64_t groups, std::optional<IntArrayRef> bias_sizes) {
   const c10::Device device = meta_device_hint();
   if (input.numel() == 0) return {at::MemoryFormat::Contiguous, true};
   if (device.is_cuda()) return {at::native::cudnn_conv_suggest_memory_format(input, weight)};
@@ -144,26 +148,29 @@ Tensor convolution_meta(const Tensor& input, const Tensor& weight, const std::op
   if (bias && bias->defined()) {
     TORCH_CHECK(bias->dim() == 1 && bias->size(0) == (transposed ? weight.size(1) * groups : weight.size(0)),
                 "convolution: given weight of size ", weight.sizes(), ", expected bias to be 1-dimensional with ",
-                transposed ? weight.size(1) * groups : weight.size(0), " elements, but got bias of size ", bias->sizes());
+                transposed ? weight.size(1) * groups : weight.size(0), " elements, but got bias of size ",
+                bias->sizes());
     TORCH_CHECK(bias->scalar_type() == input.scalar_type(), "convolution: input type (", input.scalar_type(),
                 ") and bias type (", bias->scalar_type(), ") should be the same");
   }
   const auto sizes = conv_output_sizes(input, weight, stride, padding, dilation, transposed, output_padding, groups);
-  const auto layout = backend_layout(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups,
-                                     std::nullopt);
+  const auto layout =
+      backend_layout(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups, std::nullopt);
   return empty_in_format(sizes, input.options(), layout.format);
 }
 
-std::tuple<Tensor, Tensor, Tensor> convolution_backward_meta(
-    const Tensor& grad_output, const Tensor& input, const Tensor& weight, at::OptionalIntArrayRef bias_sizes,
-    IntArrayRef stride, IntArrayRef padding, IntArrayRef dilation, bool transposed, IntArrayRef output_padding,
-    int64_t groups, std::array<bool, 3> output_mask) {
+std::tuple<Tensor, Tensor, Tensor> convolution_backward_meta(const Tensor& grad_output, const Tensor& input,
+                                                             const Tensor& weight, at::OptionalIntArrayRef bias_sizes,
+                                                             IntArrayRef stride, IntArrayRef padding,
+                                                             IntArrayRef dilation, bool transposed,
+                                                             IntArrayRef output_padding, int64_t groups,
+                                                             std::array<bool, 3> output_mask) {
   const auto expected = conv_output_sizes(input, weight, stride, padding, dilation, transposed, output_padding, groups);
   TORCH_CHECK(grad_output.sizes() == IntArrayRef(expected), "convolution_backward: grad_output of sizes ",
               grad_output.sizes(), " does not match the convolution's output sizes ", IntArrayRef(expected));
   std::optional<IntArrayRef> bias = bias_sizes ? std::optional<IntArrayRef>(*bias_sizes) : std::nullopt;
-  const auto layout = backend_layout(input, weight, std::nullopt, stride, padding, dilation, transposed, output_padding,
-                                     groups, bias);
+  const auto layout =
+      backend_layout(input, weight, std::nullopt, stride, padding, dilation, transposed, output_padding, groups, bias);
   Tensor grad_input, grad_weight, grad_bias;
   if (layout.empty_input) {
     if (output_mask[0]) grad_input = at::empty_like(input);

@@ -16,8 +16,8 @@ using at::Tensor;
 constexpr int64_t kModeSum = 0, kModeMean = 1, kModeMax = 2;
 
 void check_index_dtype(const Tensor& index, const char* op, const char* what) {
-  TORCH_CHECK(index.scalar_type() == at::kLong || index.scalar_type() == at::kInt, op, "(): Expected dtype int32 or int64 for ",
-              what, ", got ", index.scalar_type());
+  TORCH_CHECK(index.scalar_type() == at::kLong || index.scalar_type() == at::kInt, op,
+              "(): Expected dtype int32 or int64 for ", what, ", got ", index.scalar_type());
 }
 
 Tensor index_select_meta(const Tensor& self, int64_t dim, const Tensor& index) {
@@ -45,9 +45,10 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> embedding_bag_meta(const Tensor& weig
                                                               bool include_last_offset, int64_t padding_idx) {
   check_index_dtype(indices, "embedding_bag", "indices");
   check_index_dtype(offsets, "embedding_bag", "offsets");
-  TORCH_CHECK(at::isFloatingType(weight.scalar_type()), "embedding_bag: expected weight to be floating point type, got ",
-              weight.scalar_type());
-  TORCH_CHECK(weight.dim() == 2, "embedding_bag: weight has to be a 2D Tensor, but got Tensor of dimension ", weight.dim());
+  TORCH_CHECK(at::isFloatingType(weight.scalar_type()),
+              "embedding_bag: expected weight to be floating point type, got ", weight.scalar_type());
+  TORCH_CHECK(weight.dim() == 2, "embedding_bag: weight has to be a 2D Tensor, but got Tensor of dimension ",
+              weight.dim());
   int64_t num_bags = offsets.size(0);
   if (include_last_offset) {
     TORCH_CHECK(num_bags >= 1, "include_last_offset: numBags should be at least 1");
@@ -63,15 +64,17 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> embedding_bag_meta(const Tensor& weig
   }
   Tensor output = at::empty({num_bags, weight.size(1)}, weight.options());
   if (meta_device_hint().is_cuda()) {
-    Tensor max_indices = mode == kModeMax ? at::empty({num_bags, weight.size(1)}, indices.options()) : at::empty({0}, indices.options());
+    Tensor max_indices =
+        mode == kModeMax ? at::empty({num_bags, weight.size(1)}, indices.options()) : at::empty({0}, indices.options());
     return {output, at::empty({indices.size(0)}, indices.options()), at::empty(offsets.sizes(), indices.options()),
             max_indices};
   }
   const bool fast_index_select = (weight.scalar_type() == at::kFloat || weight.scalar_type() == at::kHalf) &&
                                  weight.stride(1) == 1 && output.stride(1) == 1 && padding_idx < 0;
   const bool fast_path = fast_index_select && (!has_weights || per_sample_weights->stride(0) == 1);
-  Tensor offset2bag = (mode == kModeMean || mode == kModeMax || !fast_path) ? at::empty({indices.size(0)}, offsets.options())
-                                                                            : at::empty({0}, offsets.options());
+  Tensor offset2bag = (mode == kModeMean || mode == kModeMax || !fast_path)
+                          ? at::empty({indices.size(0)}, offsets.options())
+                          : at::empty({0}, offsets.options());
   Tensor bag_size = at::empty({num_bags}, offsets.options());
   Tensor max_indices = mode == kModeMax ? at::empty({num_bags, weight.size(1)}, offsets.options())
                                         : at::empty(bag_size.sizes(), offsets.options());
@@ -97,7 +100,8 @@ Tensor embedding_bag_dense_backward_meta(const Tensor& grad, const Tensor&, cons
   TORCH_CHECK(grad.scalar_type() == at::kHalf || grad.scalar_type() == at::kBFloat16 ||
                   grad.scalar_type() == at::kFloat || grad.scalar_type() == at::kDouble,
               "Unsupported input type encountered: ", grad.scalar_type());
-  TORCH_CHECK(mode != kModeMax || maximum_indices.defined(), "embedding_bag backward in max mode needs the max indices");
+  TORCH_CHECK(mode != kModeMax || maximum_indices.defined(),
+              "embedding_bag backward in max mode needs the max indices");
   return at::empty({num_weights, grad.size(1)}, grad.options());
 }
 

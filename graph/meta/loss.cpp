@@ -32,10 +32,10 @@ Tensor binary_cross_entropy_backward_meta(const Tensor& grad, const Tensor& inpu
 }
 
 void check_nll_loss2d(const Tensor& self, const Tensor& target, const OptTensor& weight) {
-  TORCH_CHECK(target.dim() == 3, "only batches of spatial targets supported (3D tensors) but got targets of dimension: ",
-              target.dim());
-  TORCH_CHECK(self.dim() == 4, "only batches of spatial inputs supported (4D tensors), but got input of dimension: ",
-              self.dim());
+  TORCH_CHECK(target.dim() == 3,
+              "only batches of spatial targets supported (3D tensors) but got targets of dimension: ", target.dim());
+  TORCH_CHECK(self.dim() == 4,
+              "only batches of spatial inputs supported (4D tensors), but got input of dimension: ", self.dim());
   TORCH_CHECK(!weight || !weight->defined() || weight->numel() == self.size(1),
               "weight tensor should be defined either for all or no classes");
   TORCH_CHECK(self.size(0) == target.size(0) && self.size(2) == target.size(1) && self.size(3) == target.size(2),

@@ -32,8 +32,7 @@ bool is_mixed_type(const Tensor& input, std::initializer_list<const OptTensor*> 
 at::ScalarType param_dtype(const Tensor& input, bool mixed) { return mixed ? at::kFloat : input.scalar_type(); }
 
 void check_channel_param(const OptTensor& t, int64_t channels, const char* what) {
-  if (defined(t))
-    TORCH_CHECK(t->numel() == channels, what, " should contain ", channels, " elements not ", t->numel());
+  if (defined(t)) TORCH_CHECK(t->numel() == channels, what, " should contain ", channels, " elements not ", t->numel());
 }
 
 // ---- batch norm --------------------------------------------------------------------------------
@@ -91,8 +90,12 @@ std::tuple<Tensor, Tensor, Tensor> native_batch_norm_backward_meta(
   const auto options = input.options().dtype(param_dtype(input, mixed));
   Tensor grad_input, grad_weight, grad_bias;
   if (output_mask[0]) grad_input = at::empty_like(input, input.suggest_memory_format());
-  if (output_mask[1]) grad_weight = defined(weight) ? at::empty_like(*weight, at::MemoryFormat::Contiguous) : at::empty({channels}, options);
-  if (output_mask[2]) grad_bias = defined(weight) ? at::empty_like(*weight, at::MemoryFormat::Contiguous) : at::empty({channels}, options);
+  if (output_mask[1])
+    grad_weight =
+        defined(weight) ? at::empty_like(*weight, at::MemoryFormat::Contiguous) : at::empty({channels}, options);
+  if (output_mask[2])
+    grad_bias =
+        defined(weight) ? at::empty_like(*weight, at::MemoryFormat::Contiguous) : at::empty({channels}, options);
   return {grad_input, grad_weight, grad_bias};
 }
 
@@ -102,20 +105,23 @@ std::tuple<Tensor, Tensor, Tensor> native_batch_norm_backward_meta(
 std::pair<int64_t, int64_t> layer_norm_rows(const Tensor& input, IntArrayRef normalized_shape, const OptTensor& weight,
                                             const OptTensor& bias) {
   const int64_t normalized_ndim = static_cast<int64_t>(normalized_shape.size());
-  TORCH_CHECK(normalized_ndim >= 1, "Expected normalized_shape to be at least 1-dimensional, i.e., containing at "
-                                    "least one element, but got normalized_shape = ", normalized_shape);
-  TORCH_CHECK(!defined(weight) || weight->sizes() == normalized_shape, "Expected weight to be of same shape as "
-              "normalized_shape, but got weight of shape ", weight ? weight->sizes() : IntArrayRef{},
-              " and normalized_shape = ", normalized_shape);
-  TORCH_CHECK(!defined(bias) || bias->sizes() == normalized_shape, "Expected bias to be of same shape as "
-              "normalized_shape, but got bias of shape ", bias ? bias->sizes() : IntArrayRef{},
-              " and normalized_shape = ", normalized_shape);
+  TORCH_CHECK(normalized_ndim >= 1,
+              "Expected normalized_shape to be at least 1-dimensional, i.e., containing at "
+              "least one element, but got normalized_shape = ",
+              normalized_shape);
+  TORCH_CHECK(!defined(weight) || weight->sizes() == normalized_shape,
+              "Expected weight to be of same shape as "
+              "normalized_shape, but got weight of shape ",
+              weight ? weight->sizes() : IntArrayRef{}, " and normalized_shape = ", normalized_shape);
+  TORCH_CHECK(!defined(bias) || bias->sizes() == normalized_shape,
+              "Expected bias to be of same shape as "
+              "normalized_shape, but got bias of shape ",
+              bias ? bias->sizes() : IntArrayRef{}, " and normalized_shape = ", normalized_shape);
   const auto input_shape = input.sizes();
   const int64_t input_ndim = input.dim();
-  TORCH_CHECK(input_ndim >= normalized_ndim &&
-                  input_shape.slice(input_ndim - normalized_ndim).equals(normalized_shape),
-              "Given normalized_shape=", normalized_shape, ", expected input with shape [*, ",
-              normalized_shape, "], but got input of size", input_shape);
+  TORCH_CHECK(input_ndim >= normalized_ndim && input_shape.slice(input_ndim - normalized_ndim).equals(normalized_shape),
+              "Given normalized_shape=", normalized_shape, ", expected input with shape [*, ", normalized_shape,
+              "], but got input of size", input_shape);
   const int64_t axis = input_ndim - normalized_ndim;
   int64_t m = 1, n = 1;
   for (int64_t d = 0; d < input_ndim; ++d) (d < axis ? m : n) *= input_shape[d];
@@ -141,7 +147,8 @@ std::tuple<Tensor, Tensor, Tensor> native_layer_norm_meta(const Tensor& input, I
 std::tuple<Tensor, Tensor, Tensor> native_layer_norm_backward_meta(const Tensor& grad_out, const Tensor& input,
                                                                    IntArrayRef normalized_shape, const Tensor&,
                                                                    const Tensor&, const OptTensor& weight,
-                                                                   const OptTensor& bias, std::array<bool, 3> output_mask) {
+                                                                   const OptTensor& bias,
+                                                                   std::array<bool, 3> output_mask) {
   layer_norm_rows(input, normalized_shape, weight, bias);
   TORCH_CHECK(grad_out.sizes() == input.sizes(), "layer_norm_backward: grad_out of sizes ", grad_out.sizes(),
               " does not match input of sizes ", input.sizes());
@@ -156,12 +163,16 @@ std::tuple<Tensor, Tensor, Tensor> native_layer_norm_backward_meta(const Tensor&
 
 void check_group_norm(const Tensor& input, const OptTensor& weight, const OptTensor& bias, int64_t n, int64_t c,
                       int64_t hxw, int64_t group) {
-  TORCH_CHECK(group > 0 && c % group == 0, "Expected number of channels in input to be divisible by num_groups, but got "
-              "input of shape ", input.sizes(), " and num_groups=", group);
-  TORCH_CHECK(input.numel() == n * c * hxw, "Expected the input to have ", n * c * hxw, " elements, got ", input.numel());
+  TORCH_CHECK(group > 0 && c % group == 0,
+              "Expected number of channels in input to be divisible by num_groups, but got "
+              "input of shape ",
+              input.sizes(), " and num_groups=", group);
+  TORCH_CHECK(input.numel() == n * c * hxw, "Expected the input to have ", n * c * hxw, " elements, got ",
+              input.numel());
   check_channel_param(weight, c, "weight");
   check_channel_param(bias, c, "bias");
-  TORCH_CHECK(input.is_contiguous(input.suggest_memory_format()), "Expected X.is_contiguous(memory_format) to be true, "
+  TORCH_CHECK(input.is_contiguous(input.suggest_memory_format()),
+              "Expected X.is_contiguous(memory_format) to be true, "
               "but got false.");
 }
 
@@ -171,7 +182,8 @@ std::tuple<Tensor, Tensor, Tensor> native_group_norm_meta(const Tensor& input, c
   check_group_norm(input, weight, bias, n, c, hxw, group);
   const bool mixed = is_mixed_type(input, {&weight, &bias});
   const auto stats = input.options().dtype(param_dtype(input, mixed));
-  return {at::empty_like(input, input.suggest_memory_format()), at::empty({n, group}, stats), at::empty({n, group}, stats)};
+  return {at::empty_like(input, input.suggest_memory_format()), at::empty({n, group}, stats),
+          at::empty({n, group}, stats)};
 }
 
 std::tuple<Tensor, Tensor, Tensor> native_group_norm_backward_meta(const Tensor& grad_out, const Tensor& input,

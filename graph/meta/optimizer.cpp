@@ -29,7 +29,8 @@ void check_adam(TensorList params, TensorList grads, TensorList exp_avgs, Tensor
   } else {
     TORCH_CHECK(max_exp_avg_sqs.empty(), "Expected max_exp_avg_sqs.empty() to be true, but got false.");
   }
-  TORCH_CHECK(state_steps.size() == params.size(), "Expected state_steps.size() == n_tensors to be true, but got false.");
+  TORCH_CHECK(state_steps.size() == params.size(),
+              "Expected state_steps.size() == n_tensors to be true, but got false.");
 }
 
 void fused_adam_meta(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_sqs,

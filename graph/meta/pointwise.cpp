@@ -63,7 +63,8 @@ Tensor& where_out_meta(const Tensor& condition, const Tensor& self, const Tensor
   TORCH_CHECK(condition.scalar_type() == at::kByte || condition.scalar_type() == at::kBool,
               "where expected condition to be a boolean tensor, but got a tensor with dtype ", condition.scalar_type());
   const auto result_type = at::result_type(self, other);
-  TORCH_CHECK(out.scalar_type() == result_type, "Expected out type to be ", result_type, " but got ", out.scalar_type());
+  TORCH_CHECK(out.scalar_type() == result_type, "Expected out type to be ", result_type, " but got ",
+              out.scalar_type());
   const Tensor cond = condition.scalar_type() == at::kByte ? condition.to(at::kBool) : condition;
   const Tensor self_ = self.scalar_type() != result_type ? self.to(result_type) : self;
   const Tensor other_ = other.scalar_type() != result_type ? other.to(result_type) : other;
@@ -119,8 +120,8 @@ Tensor mse_loss_backward_meta(const Tensor& grad_output, const Tensor& input, co
   return grad_input;
 }
 
-Tensor& smooth_l1_loss_backward_out_meta(const Tensor& grad_output, const Tensor& input, const Tensor& target,
-                                         int64_t, double beta, Tensor& grad_input) {
+Tensor& smooth_l1_loss_backward_out_meta(const Tensor& grad_output, const Tensor& input, const Tensor& target, int64_t,
+                                         double beta, Tensor& grad_input) {
   (void)beta;  // the CPU backward accepts any beta (the forward checks it)
   at::TensorIteratorConfig()
       .add_output(grad_input)

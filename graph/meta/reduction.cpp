@@ -22,8 +22,10 @@ std::vector<int64_t> reduced_sizes(const Tensor& self, at::OptionalIntArrayRef d
   }
   std::vector<int64_t> sizes;
   for (int64_t d = 0; d < ndim; ++d) {
-    if (!reduce[d]) sizes.push_back(self.size(d));
-    else if (keepdim) sizes.push_back(1);
+    if (!reduce[d])
+      sizes.push_back(self.size(d));
+    else if (keepdim)
+      sizes.push_back(1);
   }
   return sizes;
 }
@@ -65,7 +67,8 @@ Tensor nansum_meta(const Tensor& self, at::OptionalIntArrayRef dim, bool keepdim
 }
 
 Tensor min_max_meta(const Tensor& self) {
-  TORCH_CHECK(self.numel() > 0, "min(): Expected reduction dim to be specified for input.numel() == 0. Specify the "
+  TORCH_CHECK(self.numel() > 0,
+              "min(): Expected reduction dim to be specified for input.numel() == 0. Specify the "
               "reduction dim with the 'dim' argument.");
   return at::empty({}, self.options());
 }
@@ -75,9 +78,9 @@ Tensor dot_meta(const Tensor& self, const Tensor& other) {
               "D tensors");
   TORCH_CHECK(self.scalar_type() == other.scalar_type(), "dot : expected both vectors to have same dtype, but found ",
               self.scalar_type(), " and ", other.scalar_type());
-  TORCH_CHECK(self.numel() == other.numel(), "inconsistent tensor size, expected tensor [", self.numel(),
-              "] and src [", other.numel(), "] to have the same number of elements, but got ", self.numel(), " and ",
-              other.numel(), " elements respectively");
+  TORCH_CHECK(self.numel() == other.numel(), "inconsistent tensor size, expected tensor [", self.numel(), "] and src [",
+              other.numel(), "] to have the same number of elements, but got ", self.numel(), " and ", other.numel(),
+              " elements respectively");
   return at::empty({}, self.options());
 }
 

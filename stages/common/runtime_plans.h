@@ -17,8 +17,8 @@ using TensorList = std::vector<at::Tensor>;
 
 // Dedupe (stages/dedupe): how the caller's arguments map onto the compiled graph's.
 struct DedupeInfo {
-  bool specialized = false;            // strategy 2 ran: the inner function takes fewer arguments
-  std::vector<bool> keep_arg_mask;     // per outer argument: kept in the inner convention
+  bool specialized = false;               // strategy 2 ran: the inner function takes fewer arguments
+  std::vector<bool> keep_arg_mask;        // per outer argument: kept in the inner convention
   std::vector<std::size_t> add_dupe_map;  // per outer argument: its inner index
   // The duplicate pattern the graph was compiled for: per argument, the first argument that is
   // the same tensor (itself when it is the first).

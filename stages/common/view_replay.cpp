@@ -8,7 +8,8 @@
 namespace aotpipe {
 
 ViewReplay::ViewReplay(Graph chain)
-    : graph_(std::make_shared<const Graph>(std::move(chain))), interpreter_(std::make_shared<const Interpreter>(*graph_)) {}
+    : graph_(std::make_shared<const Graph>(std::move(chain))),
+      interpreter_(std::make_shared<const Interpreter>(*graph_)) {}
 
 at::Tensor ViewReplay::apply(const at::Tensor& base) const { return interpreter_->run({base}).at(0); }
 

@@ -42,9 +42,11 @@ Task<void> CompileGraphsStage::run(CompileState& state, const JobEnv& env) const
     state.compiled_forward = config.inference_compiler(*state.inference_graph, input_metas(*state.inference_graph));
     co_return;
   }
-  if (!state.partition) throw std::logic_error("aotpipe compile: no partitioned graphs (run the partition stage first)");
-  auto [forward, backward] = co_await when_all(compile_on_pool(env.scheduler, config.fw_compiler, state.partition->forward),
-                                               compile_on_pool(env.scheduler, config.bw_compiler, state.partition->backward));
+  if (!state.partition)
+    throw std::logic_error("aotpipe compile: no partitioned graphs (run the partition stage first)");
+  auto [forward, backward] =
+      co_await when_all(compile_on_pool(env.scheduler, config.fw_compiler, state.partition->forward),
+                        compile_on_pool(env.scheduler, config.bw_compiler, state.partition->backward));
   state.compiled_forward = std::move(forward);
   state.compiled_backward = std::move(backward);
 }

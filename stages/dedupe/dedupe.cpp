@@ -49,10 +49,10 @@ void check_duplicate_pattern(const DedupeInfo& info, const TensorList& args) {
           "aotpipe dedupe: input {} was compiled as a duplicate of input {} (the same tensor passed twice), but "
           "this call passes a different tensor; recompile for distinct inputs",
           i, expected));
-    throw std::invalid_argument(fmt::format(
-        "aotpipe dedupe: input {} is the same tensor as input {}, but the graph was compiled for distinct "
-        "inputs; recompile for duplicated inputs",
-        i, actual[i]));
+    throw std::invalid_argument(
+        fmt::format("aotpipe dedupe: input {} is the same tensor as input {}, but the graph was compiled for distinct "
+                    "inputs; recompile for duplicated inputs",
+                    i, actual[i]));
   }
 }
 

@@ -51,14 +51,9 @@ TensorMeta tangent_meta(const at::Tensor& t) {
   meta.dtype = t.scalar_type();
   meta.device = t.device();
   switch (t.suggest_memory_format()) {
-    case c10::MemoryFormat::ChannelsLast:
-      meta.strides = c10::get_channels_last_strides_2d(t.sizes());
-      break;
-    case c10::MemoryFormat::ChannelsLast3d:
-      meta.strides = c10::get_channels_last_strides_3d(t.sizes());
-      break;
-    default:
-      meta.strides = contiguous_strides(meta.sizes);
+    case c10::MemoryFormat::ChannelsLast: meta.strides = c10::get_channels_last_strides_2d(t.sizes()); break;
+    case c10::MemoryFormat::ChannelsLast3d: meta.strides = c10::get_channels_last_strides_3d(t.sizes()); break;
+    default: meta.strides = contiguous_strides(meta.sizes);
   }
   return meta;
 }

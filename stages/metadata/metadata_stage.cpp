@@ -10,9 +10,9 @@ bool decide_needs_autograd(const TensorList& args, const ViewAndMutationMeta& me
   // unless the function turns grad mode on itself.
   if (!any_requires_grad) return false;
   for (const auto& out : meta.output_info) {
-    const bool aliases_grad_input = (out.output_type == OutputType::alias_of_input ||
-                                     out.output_type == OutputType::is_input) &&
-                                    out.base_idx && meta.input_info[*out.base_idx].requires_grad;
+    const bool aliases_grad_input =
+        (out.output_type == OutputType::alias_of_input || out.output_type == OutputType::is_input) && out.base_idx &&
+        meta.input_info[*out.base_idx].requires_grad;
     if (out.requires_grad && !aliases_grad_input) return true;
   }
   for (const auto& in : meta.input_info)

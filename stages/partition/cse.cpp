@@ -13,9 +13,9 @@ namespace {
 
 const std::unordered_set<std::string>& rand_ops() {
   static const std::unordered_set<std::string> ops = {
-      "aten::dropout", "aten::_fused_dropout", "aten::_standard_gamma", "aten::bernoulli", "aten::multinomial",
-      "aten::native_dropout", "aten::normal", "aten::poisson", "aten::binomial", "aten::rrelu",
-      "aten::rand_like", "aten::rand", "aten::randint", "aten::randn", "aten::randperm"};
+      "aten::dropout",        "aten::_fused_dropout", "aten::_standard_gamma", "aten::bernoulli", "aten::multinomial",
+      "aten::native_dropout", "aten::normal",         "aten::poisson",         "aten::binomial",  "aten::rrelu",
+      "aten::rand_like",      "aten::rand",           "aten::randint",         "aten::randn",     "aten::randperm"};
   return ops;
 }
 
@@ -68,8 +68,9 @@ std::unordered_map<const Value*, std::size_t> storage_classes(const Graph& graph
     const auto& returns = schema.returns();
     for (std::size_t i = 0; i < n->num_outputs(); ++i) {
       std::optional<std::size_t> shared;
-      const c10::AliasInfo* ret_alias = returns.size() == 1 ? returns[0].alias_info()
-                                        : i < returns.size() ? returns[i].alias_info() : nullptr;
+      const c10::AliasInfo* ret_alias = returns.size() == 1  ? returns[0].alias_info()
+                                        : i < returns.size() ? returns[i].alias_info()
+                                                             : nullptr;
       if (ret_alias) {
         for (std::size_t a = 0; a < formals.size() && a < n->args().size() && !shared; ++a) {
           const c10::AliasInfo* arg_alias = formals[a].alias_info();
@@ -78,7 +79,8 @@ std::unordered_map<const Value*, std::size_t> storage_classes(const Graph& graph
           for (const auto& set : ret_alias->beforeSets()) same = same || arg_alias->beforeSets().count(set);
           if (!same) continue;
           const Argument& arg = n->args()[a];
-          if (arg.is_value()) shared = storage.at(arg.value());
+          if (arg.is_value())
+            shared = storage.at(arg.value());
           else if (arg.is_value_list() && !arg.value_list().values.empty() && arg.value_list().values[0])
             shared = storage.at(arg.value_list().values[0]);
         }
@@ -152,7 +154,8 @@ Graph eliminate_common_subexpressions(const Graph& graph, std::size_t* merged) {
       }
     }
     std::vector<OutputSpec> specs;
-    for (Value* v : n->outputs()) specs.push_back({v->name(), v->meta() ? std::optional(*v->meta()) : std::nullopt, v->type()});
+    for (Value* v : n->outputs())
+      specs.push_back({v->name(), v->meta() ? std::optional(*v->meta()) : std::nullopt, v->type()});
     Node* copy = out.add_call(n->op(), std::move(args), std::move(specs));
     copy->attrs() = n->attrs();
     for (std::size_t i = 0; i < n->num_outputs(); ++i) map[n->output(i)] = copy->output(i);

@@ -32,11 +32,11 @@ PartitionResult default_partition(const JointGraph& joint) {
     std::vector<char> from_tangents(n, 0);
     for (std::size_t i = 0; i < n; ++i) {
       from_tangents[i] = view.nodes[i].is_tangent;
-      for (int in : view.nodes[i].inputs) from_tangents[i] = from_tangents[i] || from_tangents[static_cast<std::size_t>(in)];
+      for (int in : view.nodes[i].inputs)
+        from_tangents[i] = from_tangents[i] || from_tangents[static_cast<std::size_t>(in)];
     }
     if (found)
-      for (std::size_t i = 0; i <= last; ++i)
-        is_forward[i] = !from_tangents[i] && view.nodes[i].kind != PKind::Output;
+      for (std::size_t i = 0; i <= last; ++i) is_forward[i] = !from_tangents[i] && view.nodes[i].kind != PKind::Output;
   } else {
     // No phase tags (e.g. a graph read from text without them): the forward is what the forward
     // outputs need, by data flow.

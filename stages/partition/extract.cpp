@@ -35,8 +35,9 @@ std::vector<const Node*> select_nodes(const Graph& graph, std::span<Value* const
   std::vector<const Value*> work;
   for (const Value* v : outputs) {
     if (!available(v))
-      throw PartitionError(fmt::format("partition: %{} is an output of the {} graph but cannot be computed from its inputs",
-                                       v->name(), which == Subgraph::Forward ? "forward" : "backward"));
+      throw PartitionError(
+          fmt::format("partition: %{} is an output of the {} graph but cannot be computed from its inputs", v->name(),
+                      which == Subgraph::Forward ? "forward" : "backward"));
     work.push_back(v);
   }
   for (const Node* n : valid)
@@ -89,7 +90,8 @@ std::vector<const Node*> autograd_engine_order(std::span<const Node* const> node
       for (Value* v : n->inputs())
         if (!given.count(v)) roots.push_back(v->producer());
     }
-    std::sort(pending.begin(), pending.end(), [&](const Node* a, const Node* b) { return position.at(a) < position.at(b); });
+    std::sort(pending.begin(), pending.end(),
+              [&](const Node* a, const Node* b) { return position.at(a) < position.at(b); });
     for (const Node* n : pending) {
       placed.insert(n);
       order.push_back(n);
@@ -116,7 +118,8 @@ Graph build_graph(const Graph& graph, std::span<Value* const> inputs, std::span<
   Graph sub(std::move(name));
   std::unordered_map<const Value*, Value*> map;
   for (Value* in : inputs) {
-    if (map.count(in)) throw PartitionError(fmt::format("partition: %{} is given twice as an input of '{}'", in->name(), sub.name()));
+    if (map.count(in))
+      throw PartitionError(fmt::format("partition: %{} is given twice as an input of '{}'", in->name(), sub.name()));
     map[in] = sub.add_input(in->name(), in->type(), in->meta() ? std::optional(*in->meta()) : std::nullopt);
   }
   for (const Node* node : nodes) copy_node(sub, graph, *node, map);

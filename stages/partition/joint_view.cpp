@@ -64,8 +64,10 @@ JointView build_joint_view(const Graph& graph, std::size_t num_primals, std::siz
     p.is_sym = !v->is_tensor();
     p.size = value_size(*v);
     view.of_value[v] = static_cast<int>(view.nodes.size());
-    if (p.is_primal) view.primals.push_back(static_cast<int>(view.nodes.size()));
-    else view.tangents.push_back(static_cast<int>(view.nodes.size()));
+    if (p.is_primal)
+      view.primals.push_back(static_cast<int>(view.nodes.size()));
+    else
+      view.tangents.push_back(static_cast<int>(view.nodes.size()));
     view.nodes.push_back(std::move(p));
   }
 
@@ -199,7 +201,8 @@ NodeInfo classify_nodes(const JointView& view) {
     work.push_back(p);
   }
   for (std::size_t i = 0; i < n; ++i)
-    if (valid[i] && (view.nodes[i].mutable_op || view.nodes[i].kind == PKind::Placeholder)) work.push_back(static_cast<int>(i));
+    if (valid[i] && (view.nodes[i].mutable_op || view.nodes[i].kind == PKind::Placeholder))
+      work.push_back(static_cast<int>(i));
   while (!work.empty()) {
     int p = work.back();
     work.pop_back();

@@ -76,9 +76,8 @@ MinCut minimum_cut(const FlowNetwork& network, MaxFlowAlgorithm algorithm) {
   }
   const std::int64_t infinite = finite_total + 1;
   // Every excess in the network comes through the infinite edges: keep their sum in range.
-  if (num_infinite > 0 &&
-      static_cast<long double>(infinite) * static_cast<long double>(num_infinite + 1) >
-          static_cast<long double>(std::numeric_limits<std::int64_t>::max() / 2))
+  if (num_infinite > 0 && static_cast<long double>(infinite) * static_cast<long double>(num_infinite + 1) >
+                              static_cast<long double>(std::numeric_limits<std::int64_t>::max() / 2))
     throw std::overflow_error("min cut: capacities too large for 64-bit flow arithmetic");
 
   BoostGraph g(n);

@@ -49,8 +49,8 @@ class FlowNetwork {
 };
 
 struct MinCut {
-  std::int64_t value = 0;         // sum of the capacities of the cut edges
-  std::vector<bool> sink_side;    // per vertex: on the sink's side of the cut
+  std::int64_t value = 0;              // sum of the capacities of the cut edges
+  std::vector<bool> sink_side;         // per vertex: on the sink's side of the cut
   std::vector<std::size_t> cut_edges;  // indices into FlowNetwork::edges(), in edge order
 };
 

@@ -59,7 +59,9 @@ int out_vertex(std::size_t i) { return static_cast<int>(3 + 2 * i); }
 class NetworkBuilder {
  public:
   NetworkBuilder(Problem& p, const MinCutOptions& options)
-      : p_(p), options_(options), changed_ops_(changed_op_types(options)),
+      : p_(p),
+        options_(options),
+        changed_ops_(changed_op_types(options)),
         ops_(changed_ops_ ? *changed_ops_ : default_op_types()) {
     // The op classes of every node, looked up once.
     for (const PNode& node : p_.view.nodes) {
@@ -81,7 +83,8 @@ class NetworkBuilder {
       if (node.kind == PKind::Output) continue;
       if (p_.info.required_bw[i]) {
         if (!p_.info.tangents_closure[i]) {
-          p_.network.add_edge(out_vertex(i), FlowNetwork::kSink, FlowNetwork::kInfinite);  // input required for gradient
+          p_.network.add_edge(out_vertex(i), FlowNetwork::kSink,
+                              FlowNetwork::kInfinite);  // input required for gradient
         } else {
           p_.network.add_edge(in_vertex(i), FlowNetwork::kSink, FlowNetwork::kInfinite);  // computed in the backward
           continue;
@@ -91,12 +94,16 @@ class NetworkBuilder {
       if (p_.info.required_fw[i] && should_ban_recomputation(i)) ban(i);
 
       std::int64_t weight;
-      if (node.is_sym) weight = node.size;                   // sym_node_size
-      else if (!node.is_tensor) weight = FlowNetwork::kInfinite;  // a tuple cannot be saved
-      else weight = node_weight(i);
+      if (node.is_sym)
+        weight = node.size;  // sym_node_size
+      else if (!node.is_tensor)
+        weight = FlowNetwork::kInfinite;  // a tuple cannot be saved
+      else
+        weight = node_weight(i);
       p_.network.add_edge(in_vertex(i), out_vertex(i), weight);
       for (int u : node.users)
-        if (u != p_.view.output) p_.network.add_edge(out_vertex(i), in_vertex(static_cast<std::size_t>(u)), FlowNetwork::kInfinite);
+        if (u != p_.view.output)
+          p_.network.add_edge(out_vertex(i), in_vertex(static_cast<std::size_t>(u)), FlowNetwork::kInfinite);
     }
     if (options_.ban_recompute_used_far_apart) ban_used_far_apart();
     if (options_.ban_recompute_long_fusible_chains) ban_long_fusible_chains();
@@ -315,7 +322,8 @@ std::string infinite_path(const Problem& p) {
       }
   if (parent[FlowNetwork::kSink] == -2) return "(no infinite path found)";
   std::vector<std::string> names;
-  for (int v = FlowNetwork::kSink; v != -1; v = parent[static_cast<std::size_t>(v)]) names.push_back(vertex_name(p.view, v));
+  for (int v = FlowNetwork::kSink; v != -1; v = parent[static_cast<std::size_t>(v)])
+    names.push_back(vertex_name(p.view, v));
   std::reverse(names.begin(), names.end());
   return fmt::format("{}", fmt::join(names, " -> "));
 }
@@ -345,8 +353,9 @@ PartitionResult min_cut_rematerialization_partition(const JointGraph& joint, con
   for (std::size_t e : cut.cut_edges) {
     const auto& edge = p->network.edges()[e];
     if (edge.from < 2 || edge.to != edge.from + 1 || (edge.from - 2) % 2 != 0)
-      throw PartitionError(fmt::format("min_cut_rematerialization_partition: cut edge {} -> {} is not a node's own edge",
-                                       vertex_name(p->view, edge.from), vertex_name(p->view, edge.to)));
+      throw PartitionError(
+          fmt::format("min_cut_rematerialization_partition: cut edge {} -> {} is not a node's own edge",
+                      vertex_name(p->view, edge.from), vertex_name(p->view, edge.to)));
     cut_nodes.push_back((edge.from - 2) / 2);
   }
   std::sort(cut_nodes.begin(), cut_nodes.end());

@@ -15,21 +15,42 @@ OpTypes make_default_op_types() {
   OpTypes t;
   auto& r = t.recomputable;
   // default_recomputable_ops, in PyTorch's order.
-  add_aten(r, {"add", "sub", "div", "atan2", "mul", "max", "min", "pow", "remainder", "fmod", "__and__", "__or__",
-               "__xor__", "__lshift__", "__rshift__", "eq", "ne", "ge", "gt", "le", "lt", "abs", "bitwise_not", "ceil",
-               "floor", "frac", "neg", "relu", "round", "silu", "trunc", "log", "log10", "log1p", "log2", "lgamma",
-               "exp", "expm1", "erf", "erfc", "cos", "acos", "cosh", "sin", "asin", "sinh", "tan", "atan", "tanh",
-               "atanh", "sqrt", "rsqrt", "reciprocal", "sigmoid", "softplus", "threshold", "threshold_backward",
-               "clamp", "where", "lerp", "addcmul", "gelu", "gelu_backward", "sum", "mean", "_grad_sum_to_size",
-               "sum_to_size", "amax", "to", "type_as", "squeeze", "unsqueeze", "rsub", "_to_copy"});
+  add_aten(r, {"add",         "sub",         "div",
+               "atan2",       "mul",         "max",
+               "min",         "pow",         "remainder",
+               "fmod",        "__and__",     "__or__",
+               "__xor__",     "__lshift__",  "__rshift__",
+               "eq",          "ne",          "ge",
+               "gt",          "le",          "lt",
+               "abs",         "bitwise_not", "ceil",
+               "floor",       "frac",        "neg",
+               "relu",        "round",       "silu",
+               "trunc",       "log",         "log10",
+               "log1p",       "log2",        "lgamma",
+               "exp",         "expm1",       "erf",
+               "erfc",        "cos",         "acos",
+               "cosh",        "sin",         "asin",
+               "sinh",        "tan",         "atan",
+               "tanh",        "atanh",       "sqrt",
+               "rsqrt",       "reciprocal",  "sigmoid",
+               "softplus",    "threshold",   "threshold_backward",
+               "clamp",       "where",       "lerp",
+               "addcmul",     "gelu",        "gelu_backward",
+               "sum",         "mean",        "_grad_sum_to_size",
+               "sum_to_size", "amax",        "to",
+               "type_as",     "squeeze",     "unsqueeze",
+               "rsub",        "_to_copy"});
   r.insert(std::string(kGetItem));
   // recomputable_view_ops
   add_aten(t.view, {"squeeze", "unsqueeze", "alias", "view", "slice", "t", "expand", "as_strided", "permute", "select",
                     "split"});
-  add_aten(r, {"clone", "_to_copy", "full_like", "var", "std", "select", "_unsafe_view", "view", "expand", "slice",
-               "reshape", "broadcast_tensors", "scalar_tensor", "ones", "new_zeros", "lift_fresh_copy", "arange",
-               "triu", "var_mean", "isinf", "any", "full", "as_strided", "zeros", "empty", "empty_like", "argmax",
-               "maximum"});
+  add_aten(r, {"clone",         "_to_copy",   "full_like",    "var",
+               "std",           "select",     "_unsafe_view", "view",
+               "expand",        "slice",      "reshape",      "broadcast_tensors",
+               "scalar_tensor", "ones",       "new_zeros",    "lift_fresh_copy",
+               "arange",        "triu",       "var_mean",     "isinf",
+               "any",           "full",       "as_strided",   "zeros",
+               "empty",         "empty_like", "argmax",       "maximum"});
   add_aten(r, {"index", "gather"});
   r.insert(t.view.begin(), t.view.end());
   r.insert(pointwise_packets().begin(), pointwise_packets().end());

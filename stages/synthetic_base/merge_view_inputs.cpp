@@ -34,8 +34,8 @@ bool same_dtype_views(const at::Tensor& a, const at::Tensor& b) {
 std::optional<MergedInputs> merge_view_inputs(const TensorList& args, const std::vector<InputAliasInfo>& input_info,
                                               bool is_inference) {
   if (args.size() != input_info.size())
-    throw std::logic_error(fmt::format("merge_view_inputs: {} arguments but metadata for {}", args.size(),
-                                       input_info.size()));
+    throw std::logic_error(
+        fmt::format("merge_view_inputs: {} arguments but metadata for {}", args.size(), input_info.size()));
   bool any_data_mutation = false;
   for (const auto& in : input_info) any_data_mutation |= in.mutates_data;
   if (!any_data_mutation) return std::nullopt;
@@ -215,8 +215,8 @@ std::pair<ViewAndMutationMeta, std::vector<std::size_t>> create_synthetic_base_m
     if (in.gets_tangent()) ++old_input_tangents;
   for (std::size_t inner = 0; inner < inner_args.size(); ++inner)
     if (out.input_info[inner].mutates_data && out.input_info[inner].requires_grad)
-      out.traced_tangents.push_back(TensorMeta::contiguous(inner_args[inner].sizes().vec(),
-                                                           inner_args[inner].scalar_type(), inner_args[inner].device()));
+      out.traced_tangents.push_back(TensorMeta::contiguous(
+          inner_args[inner].sizes().vec(), inner_args[inner].scalar_type(), inner_args[inner].device()));
   for (std::size_t t = old_input_tangents; t < m.traced_tangents.size(); ++t)
     out.traced_tangents.push_back(m.traced_tangents[t]);
   out.finalize();

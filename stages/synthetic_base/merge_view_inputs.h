@@ -29,7 +29,7 @@ struct ViewOfSyntheticBase {
 using SyntheticBaseArg = std::variant<std::size_t, ViewOfSyntheticBase>;
 
 struct MergedInputs {
-  TensorList args;  // [synthetic bases..., other args...]
+  TensorList args;                        // [synthetic bases..., other args...]
   std::vector<std::string> descriptions;  // per new argument, e.g. "base of inputs 1, 4" / "input 0"
   std::vector<SyntheticBaseArg> info;     // per outer argument
 };

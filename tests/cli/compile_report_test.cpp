@@ -44,7 +44,8 @@ TEST(Summarize, ReusingTheCompilesPartitionGivesTheNumbersOfAFreshOne) {
       ++training;
       const GraphSummary fresh = summarize(state);
       const GraphSummary reused = summarize(state, name);
-      for (auto [got, want] : {std::pair{reused.min_cut, fresh.min_cut}, {reused.default_partition, fresh.default_partition}}) {
+      for (auto [got, want] :
+           {std::pair{reused.min_cut, fresh.min_cut}, {reused.default_partition, fresh.default_partition}}) {
         ASSERT_TRUE(got && want) << result.name;
         EXPECT_EQ(got->saved, want->saved) << result.name << " (" << name << ")";
         EXPECT_EQ(got->saved_bytes, want->saved_bytes) << result.name << " (" << name << ")";

@@ -128,7 +128,8 @@ TEST_F(TempFiles, LargestFirstByFileSizeThenByPath) {
 }
 
 TEST_F(TempFiles, TheNameHintIsTheDeclaredGraphNameOrTheStem) {
-  EXPECT_EQ(graph_name_hint(write("x.aotg", "# a comment\n\n  # another\ngraph mlp_layer(%x: f32[2]):\n")), "mlp_layer");
+  EXPECT_EQ(graph_name_hint(write("x.aotg", "# a comment\n\n  # another\ngraph mlp_layer(%x: f32[2]):\n")),
+            "mlp_layer");
   EXPECT_EQ(graph_name_hint(write("q.aotg", "graph \"a \\\"quoted\\\" name\"(%x: f32[2]):\n")), "a \"quoted\" name");
   EXPECT_EQ(graph_name_hint(write("ns.aotg", "graph my.mod::block_1(%x: f32[2]):\n")), "my.mod::block_1");
   EXPECT_EQ(graph_name_hint(write("empty.aotg", "")), "empty");

@@ -21,8 +21,10 @@
 namespace aotpipe {
 namespace {
 
-#define REQUIRE_GPU() \
-  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA GPU on this machine (torch::cuda::is_available() is false)"
+#define REQUIRE_GPU()                                                            \
+  if (!torch::cuda::is_available())                                              \
+  GTEST_SKIP() << "no CUDA GPU on this machine (torch::cuda::is_available() is " \
+                  "false)"
 
 const c10::Device kCuda(c10::kCUDA, 0);
 
@@ -41,7 +43,9 @@ struct Case {
 std::vector<Case> cases() {
   std::vector<Case> c;
   c.push_back({"mlp", [](const TensorList& a) { return TensorList{at::relu(at::addmm(a[2], a[0], a[1])).sum(1)}; },
-               [] { return TensorList{cuda_randn({8, 16}), cuda_randn({16, 32}, true), cuda_randn({32}, true)}; }});
+               [] {
+                 return TensorList{cuda_randn({8, 16}), cuda_randn({16, 32}, true), cuda_randn({32}, true)};
+               }});
   c.push_back({"factories",
                [](const TensorList& a) {
                  const at::Tensor& x = a[0];
@@ -49,14 +53,18 @@ std::vector<Case> cases() {
                                 x.new_zeros({4, 8});
                  return TensorList{y.sin()};
                },
-               [] { return TensorList{cuda_randn({4, 8}, true)}; }});
+               [] {
+                 return TensorList{cuda_randn({4, 8}, true)};
+               }});
   c.push_back({"bf16_mm",
                [](const TensorList& a) {
                  return TensorList{at::mm(a[0].to(at::kBFloat16), a[1].to(at::kBFloat16)).to(at::kFloat)};
                },
-               [] { return TensorList{cuda_randn({8, 16}, true), cuda_randn({16, 4}, true)}; }, 2e-2, 2e-2});
-  c.push_back({"fp16_linear",
-               [](const TensorList& a) { return TensorList{at::gelu(at::linear(a[0], a[1]))}; },
+               [] {
+                 return TensorList{cuda_randn({8, 16}, true), cuda_randn({16, 4}, true)};
+               },
+               2e-2, 2e-2});
+  c.push_back({"fp16_linear", [](const TensorList& a) { return TensorList{at::gelu(at::linear(a[0], a[1]))}; },
                [] {
                  return TensorList{cuda_randn({8, 16}).to(at::kHalf).requires_grad_(true),
                                    cuda_randn({4, 16}).to(at::kHalf).requires_grad_(true)};
@@ -69,31 +77,42 @@ std::vector<Case> cases() {
                  return TensorList{at::relu(y)};
                },
                [] {
-                 return TensorList{cuda_randn({2, 3, 8, 8}, true), cuda_randn({4, 3, 3, 3}, true), cuda_randn({4}, true),
-                                   cuda_randn({4}, true), cuda_randn({4}, true), at::zeros({4}, kCuda),
+                 return TensorList{cuda_randn({2, 3, 8, 8}, true),
+                                   cuda_randn({4, 3, 3, 3}, true),
+                                   cuda_randn({4}, true),
+                                   cuda_randn({4}, true),
+                                   cuda_randn({4}, true),
+                                   at::zeros({4}, kCuda),
                                    at::ones({4}, kCuda)};
                },
                1e-3, 1e-4});
-  c.push_back({"nll_loss_cpu_scale",
-               [](const TensorList& a) { return TensorList{at::nll_loss(at::log_softmax(a[0], 1), a[1]) * a[2]}; },
-               [] {
-                 return TensorList{cuda_randn({6, 10}, true), at::randint(0, 10, {6}).to(kCuda), at::scalar_tensor(0.5)};
-               }});
+  c.push_back(
+      {"nll_loss_cpu_scale",
+       [](const TensorList& a) { return TensorList{at::nll_loss(at::log_softmax(a[0], 1), a[1]) * a[2]}; },
+       [] {
+         return TensorList{cuda_randn({6, 10}, true), at::randint(0, 10, {6}).to(kCuda), at::scalar_tensor(0.5)};
+       }});
   c.push_back({"input_mutation",
                [](const TensorList& a) {
                  a[1].mul_(0.9).add_(a[0].detach().mean(0), 0.1);
                  return TensorList{(a[0] - a[1]).pow(2).sum()};
                },
-               [] { return TensorList{cuda_randn({4, 5}, true), at::zeros({5}, kCuda)}; }});
-  c.push_back({"output_views", [](const TensorList& a) { return TensorList{a[0].view(-1), a[0].t(), a[0] * 2}; },
-               [] { return TensorList{cuda_randn({3, 4}, true)}; }});
-  c.push_back({"softmax_layer_norm",
+               [] {
+                 return TensorList{cuda_randn({4, 5}, true), at::zeros({5}, kCuda)};
+               }});
+  c.push_back({"output_views",
                [](const TensorList& a) {
-                 return TensorList{at::layer_norm(at::softmax(a[0], -1), {16}, a[1], a[2])};
+                 return TensorList{a[0].view(-1), a[0].t(), a[0] * 2};
                },
-               [] { return TensorList{cuda_randn({4, 16}, true), cuda_randn({16}, true), cuda_randn({16}, true)}; }});
-  c.push_back({"dropout_shape_only",
-               [](const TensorList& a) { return TensorList{at::dropout(a[0], 0.0, true) * 2}; },
+               [] {
+                 return TensorList{cuda_randn({3, 4}, true)};
+               }});
+  c.push_back({"softmax_layer_norm",
+               [](const TensorList& a) { return TensorList{at::layer_norm(at::softmax(a[0], -1), {16}, a[1], a[2])}; },
+               [] {
+                 return TensorList{cuda_randn({4, 16}, true), cuda_randn({16}, true), cuda_randn({16}, true)};
+               }});
+  c.push_back({"dropout_shape_only", [](const TensorList& a) { return TensorList{at::dropout(a[0], 0.0, true) * 2}; },
                [] { return TensorList{cuda_randn({32}, true)}; }});
   return c;
 }
@@ -109,7 +128,8 @@ TEST(Cuda, CorpusEqualsEager) {
     ASSERT_TRUE(state->joint.has_value());
     for (const Node* n : state->joint->graph.nodes())
       for (const Value* v : n->outputs())
-        if (v->meta() && !v->meta()->sizes.empty()) EXPECT_TRUE(v->meta()->device.is_cuda()) << c.name << " %" << v->name();
+        if (v->meta() && !v->meta()->sizes.empty())
+          EXPECT_TRUE(v->meta()->device.is_cuda()) << c.name << " %" << v->name();
   }
 }
 
@@ -177,7 +197,8 @@ TEST(Cuda, EightThreadsOnEightStreams) {
         TensorList b{a[0], a[1].detach().clone().requires_grad_(true), a[2].detach().clone().requires_grad_(true)};
         fn(b)[0].backward();
         c10::cuda::getCurrentCUDAStream().synchronize();
-        if (!at::allclose(out[0], fn(b)[0], 1e-4, 1e-4) || !at::allclose(a[1].grad(), b[1].grad(), 1e-4, 1e-4)) ++mismatches;
+        if (!at::allclose(out[0], fn(b)[0], 1e-4, 1e-4) || !at::allclose(a[1].grad(), b[1].grad(), 1e-4, 1e-4))
+          ++mismatches;
       }
     });
   }
@@ -196,9 +217,7 @@ TEST(Cuda, DoubleBackwardParity) {
   try {
     torch::autograd::grad({g.sum()}, {x});
     FAIL() << "expected an error";
-  } catch (const std::exception& e) {
-    EXPECT_THAT(e.what(), ::testing::HasSubstr("double backward"));
-  }
+  } catch (const std::exception& e) { EXPECT_THAT(e.what(), ::testing::HasSubstr("double backward")); }
 }
 
 }  // namespace

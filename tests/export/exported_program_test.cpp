@@ -31,7 +31,7 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   return info.param.model + (info.param.variant.empty() ? "_training_ir" : "_aten_ir");
 }
 
-const char* const kModels[] = {"resnet_bn_train",       "gpt_block_loss",  "lstm_tagger",  "unet_decoder_block",
+const char* const kModels[] = {"resnet_bn_train",       "gpt_block_loss",  "lstm_tagger", "unet_decoder_block",
                                "buffer_mutation_const", "eval_classifier", "dynamic_mlp", "no_grad_region"};
 
 // Every archive of every model (no_grad_region has no core-ATen archive: see export_models.py).
@@ -39,7 +39,8 @@ std::vector<Case> all_cases() {
   std::vector<Case> cases;
   for (const char* model : kModels)
     for (const char* variant : {"", ".aten"})
-      if (std::filesystem::exists(pt2_dir() / (std::string(model) + variant + ".pt2"))) cases.push_back({model, variant});
+      if (std::filesystem::exists(pt2_dir() / (std::string(model) + variant + ".pt2")))
+        cases.push_back({model, variant});
   return cases;
 }
 
@@ -101,8 +102,9 @@ class ExportedProgramTest : public ::testing::TestWithParam<Case> {};
 TEST_P(ExportedProgramTest, EagerCallMatchesPyTorch) {
   const Case& c = GetParam();
   ExportedProgram program = load_exported_program(pt2_dir() / c.file());
-  check_step(program, [&](const TensorList& in) { return program(in); }, testing::load_eager_step(c.model),
-             c.file() + " eager");
+  check_step(
+      program, [&](const TensorList& in) { return program(in); }, testing::load_eager_step(c.model),
+      c.file() + " eager");
 }
 
 TEST_P(ExportedProgramTest, CompiledMatchesPyTorch) {
@@ -110,7 +112,8 @@ TEST_P(ExportedProgramTest, CompiledMatchesPyTorch) {
   const EagerStep expected = testing::load_eager_step(c.model);
   ExportedProgram program = load_exported_program(pt2_dir() / c.file());
   CompiledExportedProgram compiled = compile_exported_program(program);
-  check_step(program, [&](const TensorList& in) { return compiled(in); }, expected, c.file() + " compiled");
+  check_step(
+      program, [&](const TensorList& in) { return compiled(in); }, expected, c.file() + " compiled");
   EXPECT_EQ(compiled.num_compiled(), 1u);
   // The compile is a real one: a training step has a backward graph, inference has none.
   std::shared_ptr<const CompileState> state;
@@ -121,8 +124,8 @@ TEST_P(ExportedProgramTest, CompiledMatchesPyTorch) {
   }
   EXPECT_EQ(state->needs_autograd, expected.training) << c.file();
   // Truly fake: no op of these models ran on the CPU fallback at compile time (issue 15).
-  for (const auto& [op, calls] : state->cpu_fallbacks) ADD_FAILURE() << c.file() << ": " << op << " ran " << calls
-                                                                     << " times on the CPU fallback";
+  for (const auto& [op, calls] : state->cpu_fallbacks)
+    ADD_FAILURE() << c.file() << ": " << op << " ran " << calls << " times on the CPU fallback";
 }
 
 // The compiled signature against what torch.export wrote for the functional (core ATen) program:
@@ -232,9 +235,7 @@ TEST(ExportedProgramDynamic, SizesOutsideTheExportAreNamed) {
   auto message = [&](at::Tensor x) -> std::string {
     try {
       compiled({x});
-    } catch (const Pt2Error& e) {
-      return e.what();
-    }
+    } catch (const Pt2Error& e) { return e.what(); }
     return "no error";
   };
   EXPECT_THAT(message(torch::randn({80, 8})),

@@ -13,9 +13,9 @@
 namespace aotpipe {
 namespace {
 
+using nlohmann::json;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
-using nlohmann::json;
 using testing::pt2_dir;
 using testing::rewrite_archive;
 
@@ -35,9 +35,7 @@ class Pt2ErrorsTest : public ::testing::Test {
   static std::string load_error(const std::filesystem::path& path) {
     try {
       load_exported_program(path);
-    } catch (const Pt2Error& e) {
-      return e.what();
-    }
+    } catch (const Pt2Error& e) { return e.what(); }
     return "no error";
   }
   // The error of a copy of `model` edited by `edit`.
@@ -57,9 +55,7 @@ class Pt2ErrorsTest : public ::testing::Test {
   int counter_ = 0;
 };
 
-TEST_F(Pt2ErrorsTest, UnchangedCopyLoads) {
-  EXPECT_EQ(edited_error("resnet_bn_train.pt2", nullptr), "no error");
-}
+TEST_F(Pt2ErrorsTest, UnchangedCopyLoads) { EXPECT_EQ(edited_error("resnet_bn_train.pt2", nullptr), "no error"); }
 
 TEST_F(Pt2ErrorsTest, MissingFile) {
   EXPECT_THAT(load_error(dir_ / "absent.pt2"), AllOf(HasSubstr("absent.pt2"), HasSubstr("no such file")));
@@ -84,8 +80,7 @@ TEST_F(Pt2ErrorsTest, ZipThatIsNotAnExport) {
 }
 
 TEST_F(Pt2ErrorsTest, UnsupportedVersions) {
-  EXPECT_THAT(edited_error("dynamic_mlp.pt2",
-                           [](json& m) { m["schema_version"]["major"] = 9; }),
+  EXPECT_THAT(edited_error("dynamic_mlp.pt2", [](json& m) { m["schema_version"]["major"] = 9; }),
               HasSubstr("schema version 9.17 is not supported; this build reads schema 8.x"));
   EXPECT_THAT(edited_error("dynamic_mlp.pt2", nullptr,
                            [](const std::string& name, std::string& bytes) {
@@ -115,23 +110,24 @@ TEST_F(Pt2ErrorsTest, HigherOrderOpsAreRefused) {
 TEST_F(Pt2ErrorsTest, CustomObjectsAndTokensAreRefused) {
   EXPECT_THAT(edited_error("unet_decoder_block.pt2",
                            [](json& m) {
-                             m["graph_module"]["signature"]["input_specs"][0] =
-                                 json{{"custom_obj", {{"arg", {{"name", "obj"}, {"class_fqn", "x.Y"}}},
-                                                      {"custom_obj_name", "my_obj"}}}};
+                             m["graph_module"]["signature"]["input_specs"][0] = json{
+                                 {"custom_obj",
+                                  {{"arg", {{"name", "obj"}, {"class_fqn", "x.Y"}}}, {"custom_obj_name", "my_obj"}}}};
                            }),
               AllOf(HasSubstr("input 'my_obj' is a custom object"), HasSubstr("not supported")));
-  EXPECT_THAT(edited_error("unet_decoder_block.pt2",
-                           [](json& m) {
-                             m["graph_module"]["signature"]["input_specs"][0] =
-                                 json{{"token", {{"arg", {{"name", "token"}}}}}};
-                           }),
-              HasSubstr("effect token"));
-  EXPECT_THAT(edited_error("unet_decoder_block.pt2",
-                           [](json& m) {
-                             m["graph_module"]["signature"]["output_specs"][0] =
-                                 json{{"loss_output", {{"arg", {{"name", "silu"}}}}}};
-                           }),
-              HasSubstr("joint forward-backward export"));
+  EXPECT_THAT(
+      edited_error("unet_decoder_block.pt2",
+                   [](json& m) {
+                     m["graph_module"]["signature"]["input_specs"][0] = json{{"token", {{"arg", {{"name", "token"}}}}}};
+                   }),
+      HasSubstr("effect token"));
+  EXPECT_THAT(
+      edited_error(
+          "unet_decoder_block.pt2",
+          [](json& m) {
+            m["graph_module"]["signature"]["output_specs"][0] = json{{"loss_output", {{"arg", {{"name", "silu"}}}}}};
+          }),
+      HasSubstr("joint forward-backward export"));
 }
 
 TEST_F(Pt2ErrorsTest, MalformedArgumentsAreNamed) {
@@ -140,22 +136,24 @@ TEST_F(Pt2ErrorsTest, MalformedArgumentsAreNamed) {
                              node_named(m, "silu")["inputs"][0]["arg"] = json{{"as_weird", 1}};
                            }),
               AllOf(HasSubstr("node 'silu'"), HasSubstr("argument 'self' has kind 'as_weird'")));
-  EXPECT_THAT(edited_error("unet_decoder_block.pt2",
-                           [](json& m) { node_named(m, "silu")["inputs"][0]["name"] = "selfie"; }),
-              AllOf(HasSubstr("node 'silu'"), HasSubstr("argument 'self' is missing")));
+  EXPECT_THAT(
+      edited_error("unet_decoder_block.pt2", [](json& m) { node_named(m, "silu")["inputs"][0]["name"] = "selfie"; }),
+      AllOf(HasSubstr("node 'silu'"), HasSubstr("argument 'self' is missing")));
   EXPECT_THAT(edited_error("unet_decoder_block.pt2",
                            [](json& m) {
                              node_named(m, "silu")["inputs"][0]["arg"] = json{{"as_tensor", {{"name", "nowhere"}}}};
                            }),
               HasSubstr("reads 'nowhere', which no input or earlier node defines"));
-  EXPECT_THAT(edited_error("unet_decoder_block.pt2",
-                           [](json& m) { m["graph_module"]["graph"]["nodes"][0]["inputs"] = 7; }),
-              AllOf(HasSubstr("node 'conv_transpose2d'"), HasSubstr("json")));  // reported, not a crash
+  EXPECT_THAT(
+      edited_error("unet_decoder_block.pt2", [](json& m) { m["graph_module"]["graph"]["nodes"][0]["inputs"] = 7; }),
+      AllOf(HasSubstr("node 'conv_transpose2d'"), HasSubstr("json")));  // reported, not a crash
 }
 
 TEST_F(Pt2ErrorsTest, DataDependentSymbolsAreRefused) {
   EXPECT_THAT(edited_error("dynamic_mlp.pt2",
-                           [](json& m) { m["range_constraints"]["u0"] = json{{"min_val", 0}, {"max_val", 9}}; }),
+                           [](json& m) {
+                             m["range_constraints"]["u0"] = json{{"min_val", 0}, {"max_val", 9}};
+                           }),
               HasSubstr("symbol u0 is data-dependent"));
 }
 

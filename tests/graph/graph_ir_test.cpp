@@ -77,7 +77,8 @@ TEST(GraphIr, AddCallRejectsMissingArgumentsAndUnknownOps) {
 TEST(GraphIr, MultiOutputAndListReturningOps) {
   Graph g("multi");
   Value* x = g.add_input("x", f32({4, 6}));
-  Node* vm = g.add_call("aten::var_mean.correction", {x, std::vector<int64_t>{1}}, {{"var", f32({4})}, {"mean", f32({4})}});
+  Node* vm =
+      g.add_call("aten::var_mean.correction", {x, std::vector<int64_t>{1}}, {{"var", f32({4})}, {"mean", f32({4})}});
   ASSERT_EQ(vm->num_outputs(), 2u);
   Node* split = g.add_call("aten::split.Tensor", {x, 2, 1}, {{"", f32({4, 2})}, {"", f32({4, 2})}, {"", f32({4, 2})}});
   ASSERT_EQ(split->num_outputs(), 3u);
@@ -108,9 +109,9 @@ TEST(GraphIr, DeadCodeEliminationKeepsLiveAndSideEffectingNodes) {
   Graph g("dce");
   Value* x = g.add_input("x", f32({3}));
   Value* dead1 = g.add_call("aten::sin", {x}, {{"", f32({3})}})->output();
-  g.add_call("aten::cos", {dead1}, {{"", f32({3})}});                                // dead, reads dead1
+  g.add_call("aten::cos", {dead1}, {{"", f32({3})}});  // dead, reads dead1
   Value* buf = g.add_input("buf", f32({3}));
-  g.add_call("aten::add_.Tensor", {buf, x}, {{"", f32({3})}});                       // mutation: kept
+  g.add_call("aten::add_.Tensor", {buf, x}, {{"", f32({3})}});  // mutation: kept
   Value* live = g.add_call("aten::exp", {x}, {{"", f32({3})}})->output();
   g.set_outputs({live});
   EXPECT_FALSE(verify_issues(g).empty());
@@ -153,7 +154,9 @@ TEST(GraphIr, ExtractSubgraphBetweenValues) {
     extract_subgraph(g, missing, outs, "tail");
     FAIL() << "expected a GraphError";
   } catch (const GraphError& e) {
-    EXPECT_STREQ(e.what(), "extract_subgraph 'tail': the outputs depend on %y, an input of 'whole' not among the subgraph's inputs");
+    EXPECT_STREQ(
+        e.what(),
+        "extract_subgraph 'tail': the outputs depend on %y, an input of 'whole' not among the subgraph's inputs");
   }
 }
 

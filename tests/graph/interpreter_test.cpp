@@ -117,10 +117,9 @@ graph views(%x: f32[4, 6]):
   auto in = make_inputs(parse_graph(text));
   auto out = run(text, in);
   auto& x = in[0];
-  EXPECT_TRUE(tensor_lists_close({x.t(), x.view({24}), x.slice(1, 1, 6, 2), x.unsqueeze(0), x.permute({1, 0}), x.diagonal()}, out));
-  for (std::size_t i = 0; i < out.size(); ++i) {
-    EXPECT_TRUE(out[i].is_alias_of(x)) << "output " << i;
-  }
+  EXPECT_TRUE(tensor_lists_close(
+      {x.t(), x.view({24}), x.slice(1, 1, 6, 2), x.unsqueeze(0), x.permute({1, 0}), x.diagonal()}, out));
+  for (std::size_t i = 0; i < out.size(); ++i) { EXPECT_TRUE(out[i].is_alias_of(x)) << "output " << i; }
   EXPECT_EQ(out[2].storage_offset(), 1);
   EXPECT_EQ(out[2].strides(), (std::vector<int64_t>{6, 2}));
 }
@@ -182,7 +181,8 @@ graph wrong(%x: f32[2, 3]):
     Interpreter(g, {.check_meta = true}).run(in);
     FAIL() << "expected a GraphError";
   } catch (const GraphError& e) {
-    EXPECT_NE(std::string(e.what()).find("%t = aten::t produced f32[3, 2] stride=[1, 3], declared f32[2, 3]"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("%t = aten::t produced f32[3, 2] stride=[1, 3], declared f32[2, 3]"),
+              std::string::npos)
         << e.what();
   }
 }
@@ -198,14 +198,13 @@ graph bad(%x: f32[2, 3], %y: f32[4, 5]):
     Interpreter(g).run(in);
     FAIL() << "expected a GraphError";
   } catch (const GraphError& e) {
-    EXPECT_NE(std::string(e.what()).find("interpreter: graph 'bad': %m = aten::mm failed:"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("interpreter: graph 'bad': %m = aten::mm failed:"), std::string::npos)
+        << e.what();
   }
   try {
     Interpreter(g).run({in[0]});
     FAIL() << "expected a GraphError";
-  } catch (const GraphError& e) {
-    EXPECT_STREQ(e.what(), "interpreter: graph 'bad' takes 2 inputs, got 1");
-  }
+  } catch (const GraphError& e) { EXPECT_STREQ(e.what(), "interpreter: graph 'bad' takes 2 inputs, got 1"); }
 }
 
 TEST(Interpreter, ReleasesValuesAfterTheirLastUse) {

@@ -78,8 +78,10 @@ struct MetaMirror {
     if (!t.defined()) return t;
     auto& base = storages[t.storage().unsafeGetStorageImpl()];
     if (!base.defined())
-      base = at::empty({static_cast<int64_t>(t.storage().nbytes())}, at::TensorOptions().dtype(at::kByte).device(at::kMeta));
-    Tensor m = at::empty({0}, t.options().device(at::kMeta)).set_(base.storage(), t.storage_offset(), t.sizes(), t.strides());
+      base = at::empty({static_cast<int64_t>(t.storage().nbytes())},
+                       at::TensorOptions().dtype(at::kByte).device(at::kMeta));
+    Tensor m =
+        at::empty({0}, t.options().device(at::kMeta)).set_(base.storage(), t.storage_offset(), t.sizes(), t.strides());
     return m;
   }
   IValue operator()(const IValue& v) {
@@ -94,7 +96,8 @@ struct MetaMirror {
       for (const IValue& e : v.toListRef()) tensors |= e.isTensor();
       if (!tensors) return v;
       c10::List<std::optional<Tensor>> out;
-      for (const IValue& e : v.toListRef()) out.push_back(e.isTensor() ? std::optional<Tensor>((*this)(e.toTensor())) : std::nullopt);
+      for (const IValue& e : v.toListRef())
+        out.push_back(e.isTensor() ? std::optional<Tensor>((*this)(e.toTensor())) : std::nullopt);
       return out;
     }
     return v;
@@ -104,10 +107,12 @@ struct MetaMirror {
 std::vector<Tensor> flat_tensors(const std::vector<IValue>& values) {
   std::vector<Tensor> out;
   for (const IValue& v : values) {
-    if (v.isTensor()) out.push_back(v.toTensor());
+    if (v.isTensor())
+      out.push_back(v.toTensor());
     else if (v.isTensorList())
       for (const Tensor& t : v.toTensorList()) out.push_back(t);
-    else if (v.isNone()) out.push_back(Tensor());
+    else if (v.isNone())
+      out.push_back(Tensor());
   }
   return out;
 }
@@ -156,18 +161,15 @@ std::vector<std::string> compare(const c10::OperatorHandle& op, const Sample& sa
   std::string cpu_error, meta_error;
   try {
     op.callBoxed(cpu_stack);
-  } catch (const std::exception& e) {
-    cpu_error = e.what();
-  }
+  } catch (const std::exception& e) { cpu_error = e.what(); }
   try {
     op.callBoxed(meta_stack);
-  } catch (const std::exception& e) {
-    meta_error = e.what();
-  }
+  } catch (const std::exception& e) { meta_error = e.what(); }
   if (!cpu_error.empty() || !meta_error.empty()) {
     // Both must refuse (an argument error), or neither.
     if (cpu_error.empty() != meta_error.empty())
-      diffs.push_back(fmt::format("CPU {} but meta {}", cpu_error.empty() ? "ran" : "raised: " + cpu_error.substr(0, 200),
+      diffs.push_back(fmt::format("CPU {} but meta {}",
+                                  cpu_error.empty() ? "ran" : "raised: " + cpu_error.substr(0, 200),
                                   meta_error.empty() ? "ran" : "raised: " + meta_error.substr(0, 200)));
     return diffs;
   }
@@ -178,10 +180,10 @@ std::vector<std::string> compare(const c10::OperatorHandle& op, const Sample& sa
   }
   for (std::size_t i = 0; i < cpu_out.size(); ++i) {
     const Tensor &c = cpu_out[i], &m = meta_out[i];
-    const bool same = c.defined() == m.defined() &&
-                      (!c.defined() || (c.sizes() == m.sizes() && c.scalar_type() == m.scalar_type() &&
-                                        significant_strides(c) == significant_strides(m) &&
-                                        (c.numel() == 0 || c.storage_offset() == m.storage_offset())));
+    const bool same =
+        c.defined() == m.defined() && (!c.defined() || (c.sizes() == m.sizes() && c.scalar_type() == m.scalar_type() &&
+                                                        significant_strides(c) == significant_strides(m) &&
+                                                        (c.numel() == 0 || c.storage_offset() == m.storage_offset())));
     if (!same) diffs.push_back(fmt::format("output {}: CPU {} vs meta {}", i, describe(c), describe(m)));
   }
   const Aliasing ca = aliasing_of(cpu_args, cpu_out), ma = aliasing_of(meta_args, meta_out);
@@ -220,14 +222,16 @@ Samples binary_broadcast_samples(const std::function<std::vector<IValue>(const T
   });
   s.push_back({"broadcast row", args_of(randn({4, 5}), randn({5}))});
   s.push_back({"broadcast both", args_of(randn({4, 1}), randn({1, 5}))});
-  s.push_back({"channels_last vs broadcast", args_of(randn({2, 3, 4, 5}).contiguous(at::MemoryFormat::ChannelsLast), randn({3, 1, 1}))});
+  s.push_back({"channels_last vs broadcast",
+               args_of(randn({2, 3, 4, 5}).contiguous(at::MemoryFormat::ChannelsLast), randn({3, 1, 1}))});
   s.push_back({"mixed dtypes", args_of(randn({4, 5}, at::kDouble), randn({4, 5}))});
   return s;
 }
 
-Samples batch_norm_inputs(const std::function<void(Samples&, const std::string&, const Tensor& input, const std::optional<Tensor>& w,
-                                                   const std::optional<Tensor>& b, const std::optional<Tensor>& rm,
-                                                   const std::optional<Tensor>& rv)>& add) {
+Samples batch_norm_inputs(
+    const std::function<void(Samples&, const std::string&, const Tensor& input, const std::optional<Tensor>& w,
+                             const std::optional<Tensor>& b, const std::optional<Tensor>& rm,
+                             const std::optional<Tensor>& rv)>& add) {
   Samples s;
   for_each_tensor({{4, 3, 5, 5}, {4, 3}, {4, 3, 7}}, {at::kFloat, at::kDouble, at::kBFloat16},
                   [&](const std::string& l, const Tensor& x) {
@@ -254,16 +258,21 @@ IValue mask_ivalue(std::array<bool, 3> m) { return c10::List<bool>({m[0], m[1], 
 std::map<std::string, std::function<Samples()>> sample_table() {
   std::map<std::string, std::function<Samples()>> t;
   t["aten::relu"] = [] { return unary_samples([](const Tensor& x) { return std::vector<IValue>{x}; }); };
-  t["aten::relu_"] = [] { return unary_samples([](const Tensor& x) { return std::vector<IValue>{x.clone(at::MemoryFormat::Preserve)}; }); };
+  t["aten::relu_"] = [] {
+    return unary_samples([](const Tensor& x) { return std::vector<IValue>{x.clone(at::MemoryFormat::Preserve)}; });
+  };
   t["aten::hardtanh"] = [] {
     return unary_samples([](const Tensor& x) { return std::vector<IValue>{x, at::Scalar(0), at::Scalar(6)}; });
   };
   t["aten::hardtanh_"] = [] {
-    return unary_samples([](const Tensor& x) { return std::vector<IValue>{x.clone(at::MemoryFormat::Preserve), at::Scalar(-1), at::Scalar(1)}; });
+    return unary_samples([](const Tensor& x) {
+      return std::vector<IValue>{x.clone(at::MemoryFormat::Preserve), at::Scalar(-1), at::Scalar(1)};
+    });
   };
   t["aten::hardtanh_backward"] = [] {
-    return binary_broadcast_samples(
-        [](const Tensor& g, const Tensor& x) { return std::vector<IValue>{g, x, at::Scalar(-1), at::Scalar(1)}; });
+    return binary_broadcast_samples([](const Tensor& g, const Tensor& x) {
+      return std::vector<IValue>{g, x, at::Scalar(-1), at::Scalar(1)};
+    });
   };
   t["aten::where.self"] = [] {
     Samples s = binary_broadcast_samples([](const Tensor& a, const Tensor& b) {
@@ -278,12 +287,15 @@ std::map<std::string, std::function<Samples()>> sample_table() {
   };
   t["aten::where.self_out"] = [] {
     Samples s = binary_broadcast_samples([](const Tensor& a, const Tensor& b) {
-      return std::vector<IValue>{at::rand(a.sizes()) > 0.5, a, b, at::empty({0}, at::promote_types(a.scalar_type(), b.scalar_type()))};
+      return std::vector<IValue>{at::rand(a.sizes()) > 0.5, a, b,
+                                 at::empty({0}, at::promote_types(a.scalar_type(), b.scalar_type()))};
     });
     s.push_back({"presized out", {at::rand({4, 5}) > 0.5, randn({4, 5}), randn({4, 5}), at::empty({4, 5})}});
-    s.push_back({"channels_last out", {at::rand({2, 3, 4, 5}) > 0.5, randn({2, 3, 4, 5}), randn({2, 3, 4, 5}),
-                                       at::empty({2, 3, 4, 5}).contiguous(at::MemoryFormat::ChannelsLast)}});
-    s.push_back({"wrong out dtype (refused)", {at::rand({4, 5}) > 0.5, randn({4, 5}), randn({4, 5}), at::empty({0}, at::kDouble)}});
+    s.push_back({"channels_last out",
+                 {at::rand({2, 3, 4, 5}) > 0.5, randn({2, 3, 4, 5}), randn({2, 3, 4, 5}),
+                  at::empty({2, 3, 4, 5}).contiguous(at::MemoryFormat::ChannelsLast)}});
+    s.push_back({"wrong out dtype (refused)",
+                 {at::rand({4, 5}) > 0.5, randn({4, 5}), randn({4, 5}), at::empty({0}, at::kDouble)}});
     return s;
   };
   t["aten::abs.out"] = [] {
@@ -313,7 +325,8 @@ std::map<std::string, std::function<Samples()>> sample_table() {
     for_each_tensor({{4, 5}, {2, 3, 4, 5}, {0, 3}}, kFloatTypes, [&](const std::string& l, const Tensor& x) {
       for (int64_t reduction : {0, 1, 2}) {
         Tensor grad = reduction == 0 ? randn(x.sizes(), x.scalar_type()) : randn({}, x.scalar_type());
-        s.push_back({fmt::format("{} reduction={}", l, reduction), {grad, x, randn(x.sizes(), x.scalar_type()), reduction}});
+        s.push_back(
+            {fmt::format("{} reduction={}", l, reduction), {grad, x, randn(x.sizes(), x.scalar_type()), reduction}});
       }
     });
     return s;
@@ -324,7 +337,8 @@ std::map<std::string, std::function<Samples()>> sample_table() {
       for (int64_t reduction : {0, 1}) {
         Tensor grad = reduction == 0 ? randn(x.sizes(), x.scalar_type()) : randn({}, x.scalar_type());
         s.push_back({fmt::format("{} reduction={}", l, reduction),
-                     {grad, x, randn(x.sizes(), x.scalar_type()), reduction, 1.0, at::zeros_like(x, at::MemoryFormat::Contiguous)}});
+                     {grad, x, randn(x.sizes(), x.scalar_type()), reduction, 1.0,
+                      at::zeros_like(x, at::MemoryFormat::Contiguous)}});
       }
     });
     s.push_back({"negative beta", {randn({4}), randn({4}), randn({4}), int64_t{0}, -1.0, at::zeros({4})}});
@@ -355,7 +369,7 @@ std::map<std::string, std::function<Samples()>> sample_table() {
                                      const std::optional<Tensor>& b, const std::optional<Tensor>& rm,
                                      const std::optional<Tensor>& rv) {
       for (bool training : {true, false}) {
-        if (legit && !rm) continue;  // the overload with stats takes tensors
+        if (legit && !rm) continue;      // the overload with stats takes tensors
         if (!training && !rm) continue;  // invalid: libtorch's CPU kernel reads the missing stats (crashes)
         s.push_back({fmt::format("{} training={}", l, training),
                      {x, w ? IValue(*w) : IValue(), b ? IValue(*b) : IValue(), rm ? IValue(rm->clone()) : IValue(),
@@ -367,19 +381,22 @@ std::map<std::string, std::function<Samples()>> sample_table() {
   t["aten::_native_batch_norm_legit"] = [batch_norm] { return batch_norm(true); };
   t["aten::_native_batch_norm_legit.no_stats"] = [] {
     return batch_norm_inputs([](Samples& s, const std::string& l, const Tensor& x, const std::optional<Tensor>& w,
-                                const std::optional<Tensor>& b, const std::optional<Tensor>&, const std::optional<Tensor>&) {
+                                const std::optional<Tensor>& b, const std::optional<Tensor>&,
+                                const std::optional<Tensor>&) {
       s.push_back({l, {x, w ? IValue(*w) : IValue(), b ? IValue(*b) : IValue(), true, 0.1, 1e-5}});
     });
   };
   t["aten::_native_batch_norm_legit_no_training"] = [] {
     return batch_norm_inputs([](Samples& s, const std::string& l, const Tensor& x, const std::optional<Tensor>& w,
-                                const std::optional<Tensor>& b, const std::optional<Tensor>& rm, const std::optional<Tensor>& rv) {
+                                const std::optional<Tensor>& b, const std::optional<Tensor>& rm,
+                                const std::optional<Tensor>& rv) {
       if (rm) s.push_back({l, {x, w ? IValue(*w) : IValue(), b ? IValue(*b) : IValue(), *rm, *rv, 0.1, 1e-5}});
     });
   };
   t["aten::native_batch_norm_backward"] = [] {
     return batch_norm_inputs([](Samples& s, const std::string& l, const Tensor& x, const std::optional<Tensor>& w,
-                                const std::optional<Tensor>& b, const std::optional<Tensor>& rm, const std::optional<Tensor>& rv) {
+                                const std::optional<Tensor>& b, const std::optional<Tensor>& rm,
+                                const std::optional<Tensor>& rv) {
       for (bool training : {true, false}) {
         if (!training && !rm) continue;
         auto [out, save_mean, save_invstd] =
@@ -388,31 +405,33 @@ std::map<std::string, std::function<Samples()>> sample_table() {
         for (auto mask : kMasks)
           s.push_back({fmt::format("{} training={} mask={}", l, training, fmt::join(bool_mask(mask), "")),
                        {randn(x.sizes(), x.scalar_type()).contiguous(x.suggest_memory_format()), x,
-                        w ? IValue(*w) : IValue(), rm ? IValue(*rm) : IValue(), rv ? IValue(*rv) : IValue(),
-                        save_mean, save_invstd, training, 1e-5, mask_ivalue(mask)}});
+                        w ? IValue(*w) : IValue(), rm ? IValue(*rm) : IValue(), rv ? IValue(*rv) : IValue(), save_mean,
+                        save_invstd, training, 1e-5, mask_ivalue(mask)}});
       }
     });
   };
-  auto layer_norm_cases = [](const std::function<void(Samples&, const std::string&, const Tensor&, std::vector<int64_t>,
-                                                      const std::optional<Tensor>&, const std::optional<Tensor>&)>& add) {
-    Samples s;
-    for_each_tensor({{2, 3, 8}, {4, 8}, {0, 8}}, {at::kFloat, at::kDouble, at::kBFloat16}, [&](const std::string& l, const Tensor& x) {
-      const auto pdt = x.scalar_type() == at::kBFloat16 ? at::kFloat : x.scalar_type();
-      for (bool affine : {true, false}) {
-        std::vector<int64_t> shape{x.size(-1)};
-        std::optional<Tensor> w, b;
-        if (affine) w = randn(shape, pdt), b = randn(shape, pdt);
-        add(s, fmt::format("{} affine={}", l, affine), x, shape, w, b);
-      }
-      if (x.dim() == 3) {
-        std::vector<int64_t> shape{x.size(-2), x.size(-1)};
-        add(s, l + " 2-d normalized", x, shape, randn(shape, pdt), std::nullopt);
-      }
-    });
-    add(s, "bf16 params", randn({4, 8}, at::kBFloat16), {8}, randn({8}, at::kBFloat16), randn({8}, at::kBFloat16));
-    add(s, "wrong weight shape (refused)", randn({4, 8}), {8}, randn({7}), std::nullopt);
-    return s;
-  };
+  auto layer_norm_cases =
+      [](const std::function<void(Samples&, const std::string&, const Tensor&, std::vector<int64_t>,
+                                  const std::optional<Tensor>&, const std::optional<Tensor>&)>& add) {
+        Samples s;
+        for_each_tensor({{2, 3, 8}, {4, 8}, {0, 8}}, {at::kFloat, at::kDouble, at::kBFloat16},
+                        [&](const std::string& l, const Tensor& x) {
+                          const auto pdt = x.scalar_type() == at::kBFloat16 ? at::kFloat : x.scalar_type();
+                          for (bool affine : {true, false}) {
+                            std::vector<int64_t> shape{x.size(-1)};
+                            std::optional<Tensor> w, b;
+                            if (affine) w = randn(shape, pdt), b = randn(shape, pdt);
+                            add(s, fmt::format("{} affine={}", l, affine), x, shape, w, b);
+                          }
+                          if (x.dim() == 3) {
+                            std::vector<int64_t> shape{x.size(-2), x.size(-1)};
+                            add(s, l + " 2-d normalized", x, shape, randn(shape, pdt), std::nullopt);
+                          }
+                        });
+        add(s, "bf16 params", randn({4, 8}, at::kBFloat16), {8}, randn({8}, at::kBFloat16), randn({8}, at::kBFloat16));
+        add(s, "wrong weight shape (refused)", randn({4, 8}), {8}, randn({7}), std::nullopt);
+        return s;
+      };
   t["aten::native_layer_norm"] = [layer_norm_cases] {
     return layer_norm_cases([](Samples& s, const std::string& l, const Tensor& x, std::vector<int64_t> shape,
                                const std::optional<Tensor>& w, const std::optional<Tensor>& b) {
@@ -426,28 +445,33 @@ std::map<std::string, std::function<Samples()>> sample_table() {
       auto [out, mean, rstd] = at::native_layer_norm(x, shape, w, b, 1e-5);
       for (auto mask : kMasks)
         if (!(mask[1] && !w) && !(mask[2] && !b))  // libtorch's CPU kernel fails on it (autograd never asks)
-        s.push_back({fmt::format("{} mask={}", l, fmt::join(bool_mask(mask), "")),
-                     {randn(x.sizes(), x.scalar_type()), x, shape, mean, rstd, w ? IValue(*w) : IValue(),
-                      b ? IValue(*b) : IValue(), mask_ivalue(mask)}});
+          s.push_back({fmt::format("{} mask={}", l, fmt::join(bool_mask(mask), "")),
+                       {randn(x.sizes(), x.scalar_type()), x, shape, mean, rstd, w ? IValue(*w) : IValue(),
+                        b ? IValue(*b) : IValue(), mask_ivalue(mask)}});
     });
   };
-  auto group_norm_cases = [](const std::function<void(Samples&, const std::string&, const Tensor&, const std::optional<Tensor>&,
-                                                      const std::optional<Tensor>&)>& add) {
-    Samples s;
-    for_each_tensor({{2, 6, 4, 4}, {2, 6, 5}, {2, 6}}, {at::kFloat, at::kDouble, at::kBFloat16}, [&](const std::string& l, const Tensor& x) {
-      const auto pdt = x.scalar_type() == at::kBFloat16 ? at::kFloat : x.scalar_type();
-      add(s, l + " affine", x, randn({6}, pdt), randn({6}, pdt));
-      add(s, l + " plain", x, std::nullopt, std::nullopt);
-    });
-    return s;
-  };
+  auto group_norm_cases =
+      [](const std::function<void(Samples&, const std::string&, const Tensor&, const std::optional<Tensor>&,
+                                  const std::optional<Tensor>&)>& add) {
+        Samples s;
+        for_each_tensor({{2, 6, 4, 4}, {2, 6, 5}, {2, 6}}, {at::kFloat, at::kDouble, at::kBFloat16},
+                        [&](const std::string& l, const Tensor& x) {
+                          const auto pdt = x.scalar_type() == at::kBFloat16 ? at::kFloat : x.scalar_type();
+                          add(s, l + " affine", x, randn({6}, pdt), randn({6}, pdt));
+                          add(s, l + " plain", x, std::nullopt, std::nullopt);
+                        });
+        return s;
+      };
   auto hxw = [](const Tensor& x) { return x.dim() > 2 ? x.numel() / (x.size(0) * x.size(1)) : int64_t{1}; };
   t["aten::native_group_norm"] = [group_norm_cases, hxw] {
-    Samples s = group_norm_cases([hxw](Samples& s, const std::string& l, const Tensor& x, const std::optional<Tensor>& w,
-                                       const std::optional<Tensor>& b) {
-      s.push_back({l, {x, w ? IValue(*w) : IValue(), b ? IValue(*b) : IValue(), x.size(0), x.size(1), hxw(x), int64_t{3}, 1e-5}});
+    Samples s = group_norm_cases([hxw](Samples& s, const std::string& l, const Tensor& x,
+                                       const std::optional<Tensor>& w, const std::optional<Tensor>& b) {
+      s.push_back(
+          {l,
+           {x, w ? IValue(*w) : IValue(), b ? IValue(*b) : IValue(), x.size(0), x.size(1), hxw(x), int64_t{3}, 1e-5}});
     });
-    s.push_back({"groups do not divide (refused)", {randn({2, 6, 4}), IValue(), IValue(), int64_t{2}, int64_t{6}, int64_t{4}, int64_t{4}, 1e-5}});
+    s.push_back({"groups do not divide (refused)",
+                 {randn({2, 6, 4}), IValue(), IValue(), int64_t{2}, int64_t{6}, int64_t{4}, int64_t{4}, 1e-5}});
     return s;
   };
   t["aten::native_group_norm_backward"] = [group_norm_cases, hxw] {
@@ -508,8 +532,8 @@ std::map<std::string, std::function<Samples()>> sample_table() {
               const int64_t out_channels = c.transposed ? c.weight[1] * c.groups : c.weight[0];
               s.push_back({fmt::format("{} input_cl={} weight_cl={} {} bias={}", c.label, input_cl, weight_cl,
                                        c10::toString(dtype), bias),
-                           {x, w, bias ? IValue(randn({out_channels}, dtype)) : IValue(), c.stride, c.padding, c.dilation,
-                            c.transposed, c.output_padding, c.groups}});
+                           {x, w, bias ? IValue(randn({out_channels}, dtype)) : IValue(), c.stride, c.padding,
+                            c.dilation, c.transposed, c.output_padding, c.groups}});
             }
     return s;
   };
@@ -542,7 +566,8 @@ std::map<std::string, std::function<Samples()>> sample_table() {
     for_each_tensor({{5, 4}, {3, 4, 5}}, {at::kFloat, at::kDouble}, [&](const std::string& l, const Tensor& x) {
       for (int64_t dim : {0, 1, -1})
         for (at::ScalarType it : {at::kLong, at::kInt})
-          s.push_back({fmt::format("{} dim={} {}", l, dim, c10::toString(it)), {x, dim, at::randint(0, 3, {6}).to(it)}});
+          s.push_back(
+              {fmt::format("{} dim={} {}", l, dim, c10::toString(it)), {x, dim, at::randint(0, 3, {6}).to(it)}});
       s.push_back({l + " empty index", {x, int64_t{0}, at::empty({0}, at::kLong)}});
     });
     s.push_back({"0-dim self", {randn({}), int64_t{0}, at::zeros({1}, at::kLong)}});
@@ -581,8 +606,8 @@ std::map<std::string, std::function<Samples()>> sample_table() {
                                            mode, last, padding),
                                dtype, it, mode, last, false, padding});
               if (mode == 0)
-                cases.push_back({fmt::format("{} {} per_sample last={} padding={}", c10::toString(dtype), c10::toString(it),
-                                             last, padding),
+                cases.push_back({fmt::format("{} {} per_sample last={} padding={}", c10::toString(dtype),
+                                             c10::toString(it), last, padding),
                                  dtype, it, mode, last, true, padding});
             }
     return cases;
@@ -600,8 +625,9 @@ std::map<std::string, std::function<Samples()>> sample_table() {
     Samples s;
     for (const BagCase& c : bag_cases()) {
       auto [weight, indices, offsets, psw] = bag_args(c);
-      s.push_back({c.label, {weight, indices, offsets, false, c.mode, false, psw ? IValue(*psw) : IValue(),
-                             c.include_last_offset, c.padding_idx}});
+      s.push_back({c.label,
+                   {weight, indices, offsets, false, c.mode, false, psw ? IValue(*psw) : IValue(),
+                    c.include_last_offset, c.padding_idx}});
     }
     return s;
   };
@@ -616,11 +642,13 @@ std::map<std::string, std::function<Samples()>> sample_table() {
       Tensor grad = randn(out.sizes(), c.dtype);
       if (dense && offset2bag.numel() == 0) continue;  // the fast sum path leaves it empty: not a valid input
       if (dense)
-        s.push_back({c.label, {grad, indices, offset2bag, bag_size, max_indices, int64_t{10}, false, c.mode,
-                               psw ? IValue(*psw) : IValue(), c.padding_idx}});
+        s.push_back({c.label,
+                     {grad, indices, offset2bag, bag_size, max_indices, int64_t{10}, false, c.mode,
+                      psw ? IValue(*psw) : IValue(), c.padding_idx}});
       else
-        s.push_back({c.label, {grad, indices, offsets, offset2bag, bag_size, max_indices, int64_t{10}, false, c.mode,
-                               false, psw ? IValue(*psw) : IValue(), c.padding_idx}});
+        s.push_back({c.label,
+                     {grad, indices, offsets, offset2bag, bag_size, max_indices, int64_t{10}, false, c.mode, false,
+                      psw ? IValue(*psw) : IValue(), c.padding_idx}});
     }
     return s;
   };
@@ -629,18 +657,19 @@ std::map<std::string, std::function<Samples()>> sample_table() {
   // Reductions.
   auto variance = [] {
     Samples s;
-    for_each_tensor({{3, 4, 5}, {6}, {0, 4}, {}}, {at::kFloat, at::kDouble, at::kComplexFloat},
-                    [&](const std::string& l, const Tensor& x) {
-                      std::vector<std::optional<std::vector<int64_t>>> dims = {std::nullopt, std::vector<int64_t>{}};
-                      if (x.dim() >= 1) dims.push_back(std::vector<int64_t>{-1});
-                      if (x.dim() >= 3) dims.push_back(std::vector<int64_t>{0, 2});
-                      for (const auto& d : dims)
-                        for (bool keepdim : {false, true})
-                          for (int correction : {0, 1})
-                            s.push_back({fmt::format("{} dim={} keepdim={} correction={}", l,
-                                                     d ? fmt::format("{}", fmt::join(*d, ",")) : "None", keepdim, correction),
-                                         {x, d ? IValue(*d) : IValue(), IValue(at::Scalar(correction)), keepdim}});
-                    });
+    for_each_tensor(
+        {{3, 4, 5}, {6}, {0, 4}, {}}, {at::kFloat, at::kDouble, at::kComplexFloat},
+        [&](const std::string& l, const Tensor& x) {
+          std::vector<std::optional<std::vector<int64_t>>> dims = {std::nullopt, std::vector<int64_t>{}};
+          if (x.dim() >= 1) dims.push_back(std::vector<int64_t>{-1});
+          if (x.dim() >= 3) dims.push_back(std::vector<int64_t>{0, 2});
+          for (const auto& d : dims)
+            for (bool keepdim : {false, true})
+              for (int correction : {0, 1})
+                s.push_back({fmt::format("{} dim={} keepdim={} correction={}", l,
+                                         d ? fmt::format("{}", fmt::join(*d, ",")) : "None", keepdim, correction),
+                             {x, d ? IValue(*d) : IValue(), IValue(at::Scalar(correction)), keepdim}});
+        });
     s.push_back({"int64 (refused)", {at::randint(0, 5, {4}), IValue(), IValue(), false}});
     return s;
   };
@@ -649,37 +678,39 @@ std::map<std::string, std::function<Samples()>> sample_table() {
   t["aten::var_mean.correction"] = variance;
   t["aten::std_mean.correction"] = variance;
   // Attention.
-  auto attention = [](const std::function<void(Samples&, const std::string&, const Tensor&, const Tensor&, const Tensor&,
-                                              bool, const std::optional<Tensor>&, std::optional<double>)>& add) {
-    Samples s;
-    for (at::ScalarType dtype : {at::kFloat, at::kDouble, at::kBFloat16})
-      for (bool bthd : {false, true})  // q/k/v as transposed views of [B, T, H, D] (what split-heads produce)
-        for (bool causal : {false, true})
-          for (bool mask : {false, true}) {
-            auto make = [&](int64_t t) {
-              return bthd ? randn({2, t, 3, 8}, dtype).transpose(1, 2) : randn({2, 3, t, 8}, dtype);
-            };
-            Tensor q = make(5), k = make(causal ? 5 : 6), v = make(causal ? 5 : 6);
-            std::optional<Tensor> m;
-            if (mask) m = randn({5, causal ? 5 : 6}, dtype);
-            if (mask && causal) continue;
-            add(s, fmt::format("{} bthd={} causal={} mask={}", c10::toString(dtype), bthd, causal, mask), q, k, v, causal,
-                m, mask ? std::optional<double>(0.25) : std::nullopt);
-          }
-    return s;
-  };
+  auto attention =
+      [](const std::function<void(Samples&, const std::string&, const Tensor&, const Tensor&, const Tensor&, bool,
+                                  const std::optional<Tensor>&, std::optional<double>)>& add) {
+        Samples s;
+        for (at::ScalarType dtype : {at::kFloat, at::kDouble, at::kBFloat16})
+          for (bool bthd : {false, true})  // q/k/v as transposed views of [B, T, H, D] (what split-heads produce)
+            for (bool causal : {false, true})
+              for (bool mask : {false, true}) {
+                auto make = [&](int64_t t) {
+                  return bthd ? randn({2, t, 3, 8}, dtype).transpose(1, 2) : randn({2, 3, t, 8}, dtype);
+                };
+                Tensor q = make(5), k = make(causal ? 5 : 6), v = make(causal ? 5 : 6);
+                std::optional<Tensor> m;
+                if (mask) m = randn({5, causal ? 5 : 6}, dtype);
+                if (mask && causal) continue;
+                add(s, fmt::format("{} bthd={} causal={} mask={}", c10::toString(dtype), bthd, causal, mask), q, k, v,
+                    causal, m, mask ? std::optional<double>(0.25) : std::nullopt);
+              }
+        return s;
+      };
   t["aten::_scaled_dot_product_flash_attention_for_cpu"] = [attention] {
-    return attention([](Samples& s, const std::string& l, const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
-                        const std::optional<Tensor>& m, std::optional<double> scale) {
+    return attention([](Samples& s, const std::string& l, const Tensor& q, const Tensor& k, const Tensor& v,
+                        bool causal, const std::optional<Tensor>& m, std::optional<double> scale) {
       s.push_back({l, {q, k, v, 0.0, causal, m ? IValue(*m) : IValue(), scale ? IValue(*scale) : IValue()}});
     });
   };
   t["aten::_scaled_dot_product_flash_attention_for_cpu_backward"] = [attention] {
-    return attention([](Samples& s, const std::string& l, const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
-                        const std::optional<Tensor>& m, std::optional<double> scale) {
+    return attention([](Samples& s, const std::string& l, const Tensor& q, const Tensor& k, const Tensor& v,
+                        bool causal, const std::optional<Tensor>& m, std::optional<double> scale) {
       auto [out, lse] = at::_scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, causal, m, scale);
-      s.push_back({l, {randn(out.sizes(), out.scalar_type()), q, k, v, out, lse, 0.0, causal, m ? IValue(*m) : IValue(),
-                       scale ? IValue(*scale) : IValue()}});
+      s.push_back({l,
+                   {randn(out.sizes(), out.scalar_type()), q, k, v, out, lse, 0.0, causal, m ? IValue(*m) : IValue(),
+                    scale ? IValue(*scale) : IValue()}});
     });
   };
   // Second batch: masks and comparisons, activations, reductions, pooling, padding, losses.
@@ -694,8 +725,9 @@ std::map<std::string, std::function<Samples()>> sample_table() {
         return std::vector<IValue>{a, b, at::empty({0}, at::kBool)};
       });
       s.push_back({"float out", {randn({4, 5}), randn({4, 5}), at::empty({0})}});
-      s.push_back({"presized channels_last out", {randn({2, 3, 4, 5}), randn({2, 3, 4, 5}),
-                                                  at::empty({2, 3, 4, 5}, at::kBool).contiguous(at::MemoryFormat::ChannelsLast)}});
+      s.push_back({"presized channels_last out",
+                   {randn({2, 3, 4, 5}), randn({2, 3, 4, 5}),
+                    at::empty({2, 3, 4, 5}, at::kBool).contiguous(at::MemoryFormat::ChannelsLast)}});
       return s;
     };
   t["aten::logical_not.out"] = [] {
@@ -704,10 +736,14 @@ std::map<std::string, std::function<Samples()>> sample_table() {
     return s;
   };
   t["aten::rsub.Tensor"] = [] {
-    return binary_broadcast_samples([](const Tensor& a, const Tensor& b) { return std::vector<IValue>{a, b, at::Scalar(2)}; });
+    return binary_broadcast_samples([](const Tensor& a, const Tensor& b) {
+      return std::vector<IValue>{a, b, at::Scalar(2)};
+    });
   };
   t["aten::floor_divide"] = [] {
-    Samples s = binary_broadcast_samples([](const Tensor& a, const Tensor& b) { return std::vector<IValue>{a, b + 3}; });
+    Samples s = binary_broadcast_samples([](const Tensor& a, const Tensor& b) {
+      return std::vector<IValue>{a, b + 3};
+    });
     s.push_back({"int64", {at::randint(0, 9, {4, 5}), at::randint(1, 3, {5})}});
     return s;
   };
@@ -808,13 +844,15 @@ std::map<std::string, std::function<Samples()>> sample_table() {
   };
   t["aten::binary_cross_entropy"] = [] {
     Samples s;
-    for_each_tensor({{4, 5}, {2, 3, 4, 5}, {0, 3}}, {at::kFloat, at::kDouble}, [&](const std::string& l, const Tensor& x) {
-      Tensor p = x.sigmoid();
-      for (int64_t reduction : {0, 1, 2})
-        for (bool weight : {false, true})
-          s.push_back({fmt::format("{} reduction={} weight={}", l, reduction, weight),
-                       {p, at::rand(x.sizes()).to(x.scalar_type()), weight ? IValue(at::rand(x.sizes()).to(x.scalar_type())) : IValue(), reduction}});
-    });
+    for_each_tensor(
+        {{4, 5}, {2, 3, 4, 5}, {0, 3}}, {at::kFloat, at::kDouble}, [&](const std::string& l, const Tensor& x) {
+          Tensor p = x.sigmoid();
+          for (int64_t reduction : {0, 1, 2})
+            for (bool weight : {false, true})
+              s.push_back({fmt::format("{} reduction={} weight={}", l, reduction, weight),
+                           {p, at::rand(x.sizes()).to(x.scalar_type()),
+                            weight ? IValue(at::rand(x.sizes()).to(x.scalar_type())) : IValue(), reduction}});
+        });
     return s;
   };
   t["aten::binary_cross_entropy_backward"] = [] {
@@ -823,12 +861,14 @@ std::map<std::string, std::function<Samples()>> sample_table() {
       Tensor p = x.sigmoid();
       for (int64_t reduction : {0, 1}) {
         Tensor grad = reduction == 0 ? randn(x.sizes(), x.scalar_type()) : randn({}, x.scalar_type());
-        s.push_back({fmt::format("{} reduction={}", l, reduction), {grad, p, at::rand(x.sizes()).to(x.scalar_type()), IValue(), reduction}});
+        s.push_back({fmt::format("{} reduction={}", l, reduction),
+                     {grad, p, at::rand(x.sizes()).to(x.scalar_type()), IValue(), reduction}});
       }
     });
     return s;
   };
-  auto nll2d = [](const std::function<void(Samples&, const std::string&, const Tensor&, const Tensor&, const std::optional<Tensor>&, int64_t)>& add) {
+  auto nll2d = [](const std::function<void(Samples&, const std::string&, const Tensor&, const Tensor&,
+                                           const std::optional<Tensor>&, int64_t)>& add) {
     Samples s;
     for (bool cl : {false, true})
       for (at::ScalarType d : {at::kFloat, at::kDouble})
@@ -836,24 +876,28 @@ std::map<std::string, std::function<Samples()>> sample_table() {
           for (int64_t reduction : {0, 1, 2}) {
             Tensor x = randn({2, 4, 3, 5}, d).log_softmax(1);
             if (cl) x = x.contiguous(at::MemoryFormat::ChannelsLast);
-            add(s, fmt::format("channels_last={} {} weight={} reduction={}", cl, c10::toString(d), weight, reduction), x,
-                at::randint(0, 4, {2, 3, 5}), weight ? std::optional<Tensor>(at::rand({4}).to(d)) : std::nullopt, reduction);
+            add(s, fmt::format("channels_last={} {} weight={} reduction={}", cl, c10::toString(d), weight, reduction),
+                x, at::randint(0, 4, {2, 3, 5}), weight ? std::optional<Tensor>(at::rand({4}).to(d)) : std::nullopt,
+                reduction);
           }
     return s;
   };
   t["aten::nll_loss2d_forward"] = [nll2d] {
-    Samples s = nll2d([](Samples& s, const std::string& l, const Tensor& x, const Tensor& target, const std::optional<Tensor>& w,
-                         int64_t reduction) {
+    Samples s = nll2d([](Samples& s, const std::string& l, const Tensor& x, const Tensor& target,
+                         const std::optional<Tensor>& w, int64_t reduction) {
       s.push_back({l, {x, target, w ? IValue(*w) : IValue(), reduction, int64_t{-100}}});
     });
-    s.push_back({"3-d target of the wrong size (refused)", {randn({2, 4, 3, 5}), at::zeros({2, 3, 4}, at::kLong), IValue(), int64_t{1}, int64_t{-100}}});
+    s.push_back({"3-d target of the wrong size (refused)",
+                 {randn({2, 4, 3, 5}), at::zeros({2, 3, 4}, at::kLong), IValue(), int64_t{1}, int64_t{-100}}});
     return s;
   };
   t["aten::nll_loss2d_backward"] = [nll2d] {
-    return nll2d([](Samples& s, const std::string& l, const Tensor& x, const Tensor& target, const std::optional<Tensor>& w,
-                    int64_t reduction) {
+    return nll2d([](Samples& s, const std::string& l, const Tensor& x, const Tensor& target,
+                    const std::optional<Tensor>& w, int64_t reduction) {
       auto [out, total] = at::nll_loss2d_forward(x, target, w, reduction, -100);
-      s.push_back({l, {randn(out.sizes(), x.scalar_type()), x, target, w ? IValue(*w) : IValue(), reduction, int64_t{-100}, total}});
+      s.push_back({l,
+                   {randn(out.sizes(), x.scalar_type()), x, target, w ? IValue(*w) : IValue(), reduction, int64_t{-100},
+                    total}});
     });
   };
   // Fused optimizer steps: in place, no results; the Meta kernel must refuse what the CPU refuses.
@@ -876,7 +920,8 @@ std::map<std::string, std::function<Samples()>> sample_table() {
           std::vector<Tensor> steps = {at::ones({}), at::ones({}), at::ones({})};
           std::vector<IValue> args = {params, grads, optimizer_lists(3, d), optimizer_lists(3, d), max_sqs, steps};
           args.push_back(tensor_lr ? IValue(at::scalar_tensor(0.01)) : IValue(0.01));
-          for (IValue v : {IValue(0.9), IValue(0.999), IValue(0.0), IValue(1e-8), IValue(amsgrad), IValue(false), IValue(), IValue()})
+          for (IValue v : {IValue(0.9), IValue(0.999), IValue(0.0), IValue(1e-8), IValue(amsgrad), IValue(false),
+                           IValue(), IValue()})
             args.push_back(v);
           s.push_back({fmt::format("{} amsgrad={} case={}", c10::toString(d), amsgrad, bad), args});
         }
@@ -896,7 +941,8 @@ std::map<std::string, std::function<Samples()>> sample_table() {
           std::vector<Tensor> buffers = with_buffers ? optimizer_lists(3, d) : std::vector<Tensor>{};
           std::vector<IValue> args = {params, grads, buffers, 0.0, momentum};
           args.push_back(tensor_lr ? IValue(at::scalar_tensor(0.01)) : IValue(0.01));
-          for (IValue v : {IValue(0.0), IValue(false), IValue(false), IValue(true), IValue(), IValue()}) args.push_back(v);
+          for (IValue v : {IValue(0.0), IValue(false), IValue(false), IValue(true), IValue(), IValue()})
+            args.push_back(v);
           s.push_back({fmt::format("{} momentum={} case={}", c10::toString(d), momentum, bad), args});
         }
     return s;

@@ -14,21 +14,64 @@ namespace aotpipe {
 namespace {
 
 std::string mutate(std::string text, std::mt19937_64& rng) {
-  static const std::vector<std::string> tokens{"%", "%x", "(", ")", "[", "]", "{", "}", ",", ":", "=", "\"", "\\", "#",
-                                               "aten::", "aten::mul.Tensor", "None", "True", "torch.float32", "device(",
-                                               "-", "1e", "inf", "nan", "9999999999999999999999", "-0", ".", "\n", " ",
-                                               "f32[", "stride=[", "offset=", "requires_grad", "return", "graph", "constant(",
-                                               "\x00", "\xff", "\xc3\xa9"};
+  static const std::vector<std::string> tokens{"%",
+                                               "%x",
+                                               "(",
+                                               ")",
+                                               "[",
+                                               "]",
+                                               "{",
+                                               "}",
+                                               ",",
+                                               ":",
+                                               "=",
+                                               "\"",
+                                               "\\",
+                                               "#",
+                                               "aten::",
+                                               "aten::mul.Tensor",
+                                               "None",
+                                               "True",
+                                               "torch.float32",
+                                               "device(",
+                                               "-",
+                                               "1e",
+                                               "inf",
+                                               "nan",
+                                               "9999999999999999999999",
+                                               "-0",
+                                               ".",
+                                               "\n",
+                                               " ",
+                                               "f32[",
+                                               "stride=[",
+                                               "offset=",
+                                               "requires_grad",
+                                               "return",
+                                               "graph",
+                                               "constant(",
+                                               "\x00",
+                                               "\xff",
+                                               "\xc3\xa9"};
   auto pick = [&](std::size_t n) { return n == 0 ? 0 : static_cast<std::size_t>(rng() % n); };
   int edits = 1 + static_cast<int>(pick(4));
   for (int e = 0; e < edits; ++e) {
     std::size_t pos = pick(text.size() + 1);
     switch (pick(5)) {
       case 0: text.insert(pos, tokens[pick(tokens.size())]); break;
-      case 1: if (!text.empty()) text.erase(pick(text.size()), 1 + pick(8)); break;
+      case 1:
+        if (!text.empty()) text.erase(pick(text.size()), 1 + pick(8));
+        break;
       case 2: text.resize(pick(text.size() + 1)); break;  // truncation
-      case 3: if (!text.empty()) text[pick(text.size())] = static_cast<char>(pick(256)); break;
-      default: if (!text.empty()) { auto a = pick(text.size()); text.insert(pos, text.substr(a, pick(20))); } break;
+      case 3:
+        if (!text.empty()) text[pick(text.size())] = static_cast<char>(pick(256));
+        break;
+      default:
+        if (!text.empty()) {
+          auto a = pick(text.size());
+          text.insert(pos, text.substr(a, pick(20)));
+        }
+        break;
     }
   }
   return text;
@@ -48,9 +91,7 @@ TEST(ParserFuzz, RandomMutationsNeverCrash) {
       std::string printed = g.to_string();
       ASSERT_EQ(parse_graph(printed).to_string(), printed) << "unstable print of:\n" << text;
       (void)verify_issues(g);
-    } catch (const ParseError&) {
-      ++rejected;
-    } catch (const std::exception& e) {
+    } catch (const ParseError&) { ++rejected; } catch (const std::exception& e) {
       FAIL() << "unexpected exception " << typeid(e).name() << ": " << e.what() << "\non input:\n" << text;
     }
   }

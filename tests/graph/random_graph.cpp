@@ -14,7 +14,8 @@ Graph random_graph(uint64_t seed, int num_nodes) {
   const std::vector<int64_t> shape{3, 4};
   std::vector<Value*> pool;
   int num_inputs = 1 + static_cast<int>(pick(3));
-  for (int i = 0; i < num_inputs; ++i) pool.push_back(g.add_input("in" + std::to_string(i), TensorMeta::contiguous(shape)));
+  for (int i = 0; i < num_inputs; ++i)
+    pool.push_back(g.add_input("in" + std::to_string(i), TensorMeta::contiguous(shape)));
   auto any = [&] { return pool[pick(pool.size())]; };
   auto add = [&](std::string_view op, std::vector<Argument> args, std::size_t n_outputs = 0) {
     std::vector<OutputSpec> specs(n_outputs);
@@ -25,16 +26,22 @@ Graph random_graph(uint64_t seed, int num_nodes) {
   for (int i = 0; i < num_nodes; ++i) {
     switch (pick(12)) {
       case 0: {
-        static const char* unary[] = {"aten::sin", "aten::cos", "aten::exp", "aten::sqrt", "aten::neg", "aten::tanh", "aten::sigmoid"};
+        static const char* unary[] = {"aten::sin", "aten::cos",  "aten::exp",    "aten::sqrt",
+                                      "aten::neg", "aten::tanh", "aten::sigmoid"};
         pool.push_back(add(unary[pick(7)], {any()})->output());
         break;
       }
-      case 1: pool.push_back(add("aten::add.Tensor", {any(), any(), static_cast<double>(pick(5)) * 0.25})->output()); break;
+      case 1:
+        pool.push_back(add("aten::add.Tensor", {any(), any(), static_cast<double>(pick(5)) * 0.25})->output());
+        break;
       case 2: pool.push_back(add("aten::mul.Tensor", {any(), any()})->output()); break;
-      case 3: pool.push_back(add("aten::mul.Scalar", {any(), pick(2) ? Argument(int64_t{3}) : Argument(-1.5e-3)})->output()); break;
+      case 3:
+        pool.push_back(add("aten::mul.Scalar", {any(), pick(2) ? Argument(int64_t{3}) : Argument(-1.5e-3)})->output());
+        break;
       case 4: {
         // Reduce, then broadcast back by adding to a full-shape value.
-        Value* r = add("aten::sum.dim_IntList", {any(), std::vector<int64_t>{static_cast<int64_t>(pick(2))}, true})->output();
+        Value* r =
+            add("aten::sum.dim_IntList", {any(), std::vector<int64_t>{static_cast<int64_t>(pick(2))}, true})->output();
         pool.push_back(add("aten::add.Tensor", {any(), r})->output());
         break;
       }
@@ -67,7 +74,8 @@ Graph random_graph(uint64_t seed, int num_nodes) {
         break;
       }
       case 10: {
-        Value* idx = add("aten::arange.start", {0, 3, c10::IValue(static_cast<int64_t>(c10::ScalarType::Long))})->output();
+        Value* idx =
+            add("aten::arange.start", {0, 3, c10::IValue(static_cast<int64_t>(c10::ScalarType::Long))})->output();
         pool.push_back(add("aten::index.Tensor", {any(), ValueList{{idx}}})->output());
         break;
       }

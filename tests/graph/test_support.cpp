@@ -18,7 +18,8 @@ std::vector<at::Tensor> make_inputs(const Graph& graph, uint64_t seed) {
   return inputs;
 }
 
-::testing::AssertionResult tensors_close(const at::Tensor& expected, const at::Tensor& actual, double rtol, double atol) {
+::testing::AssertionResult tensors_close(const at::Tensor& expected, const at::Tensor& actual, double rtol,
+                                         double atol) {
   if (expected.defined() != actual.defined()) return ::testing::AssertionFailure() << "one tensor is undefined";
   if (!expected.defined()) return ::testing::AssertionSuccess();
   if (expected.scalar_type() != actual.scalar_type())
@@ -35,8 +36,8 @@ std::vector<at::Tensor> make_inputs(const Graph& graph, uint64_t seed) {
   return ::testing::AssertionSuccess();
 }
 
-::testing::AssertionResult tensor_lists_close(const std::vector<at::Tensor>& expected, const std::vector<at::Tensor>& actual,
-                                              double rtol, double atol) {
+::testing::AssertionResult tensor_lists_close(const std::vector<at::Tensor>& expected,
+                                              const std::vector<at::Tensor>& actual, double rtol, double atol) {
   if (expected.size() != actual.size())
     return ::testing::AssertionFailure() << actual.size() << " tensors, expected " << expected.size();
   for (std::size_t i = 0; i < expected.size(); ++i) {

@@ -16,8 +16,9 @@ std::vector<at::Tensor> make_inputs(const Graph& graph, uint64_t seed = 0);
 // Same dtype, sizes, and values within tolerance (NaNs equal).
 ::testing::AssertionResult tensors_close(const at::Tensor& expected, const at::Tensor& actual, double rtol = 1e-5,
                                          double atol = 1e-6);
-::testing::AssertionResult tensor_lists_close(const std::vector<at::Tensor>& expected, const std::vector<at::Tensor>& actual,
-                                              double rtol = 1e-5, double atol = 1e-6);
+::testing::AssertionResult tensor_lists_close(const std::vector<at::Tensor>& expected,
+                                              const std::vector<at::Tensor>& actual, double rtol = 1e-5,
+                                              double atol = 1e-6);
 
 }  // namespace aotpipe::testing
 

@@ -22,11 +22,13 @@ void expect_round_trip(const std::string& text) {
 
 TEST(TextFormat, EveryLiteralKindRoundTrips) {
   expect_round_trip(
-      "graph literals(%x: f32[2, 3] requires_grad, %y: f64[3, 2] stride=[1, 3] offset=4, %z: bf16[] device=cuda:1, %n: int, %s: Scalar):\n"
+      "graph literals(%x: f32[2, 3] requires_grad, %y: f64[3, 2] stride=[1, 3] offset=4, %z: bf16[] device=cuda:1, %n: "
+      "int, %s: Scalar):\n"
       "  %a: f32[2, 3] = aten::add.Tensor(%x, %x, alpha=-2.5e-07)\n"
       "  %b: f32[2, 3] = aten::clamp(%a, -inf, nan)\n"
       "  %c: f32[2, 3] = aten::mul.Scalar(%b, -3)\n"
-      "  %d: f64[2, 3] = aten::_to_copy(%c, dtype=torch.float64, layout=torch.strided, device=device(\"cpu\"), non_blocking=True, memory_format=torch.channels_last)\n"
+      "  %d: f64[2, 3] = aten::_to_copy(%c, dtype=torch.float64, layout=torch.strided, device=device(\"cpu\"), "
+      "non_blocking=True, memory_format=torch.channels_last)\n"
       "  %e: f32[6] = aten::view(%a, [6])\n"
       "  %f: f32[2] = aten::norm.ScalarOpt_dim(%x, 2.0, [1])\n"
       "  %g: f32[2, 3] = aten::gelu(%x, approximate=\"tanh\")\n"
@@ -35,7 +37,8 @@ TEST(TextFormat, EveryLiteralKindRoundTrips) {
       "  %j: f32[2, 3] = aten::div.Tensor_mode(%x, %x, rounding_mode=None)\n"
       "  %k: f32[2, 3] = aten::div.Tensor_mode(%x, %x, rounding_mode=\"floor\")\n"
       "  %w: f32[3] = constant(\"weights \\\"quoted\\\"\")\n"
-      "  %l: f32[3, 2] = aten::new_empty_strided(%x, [3, 2], [1, 3], dtype=torch.float32, pin_memory=False) {phase=forward}\n"
+      "  %l: f32[3, 2] = aten::new_empty_strided(%x, [3, 2], [1, 3], dtype=torch.float32, pin_memory=False) "
+      "{phase=forward}\n"
       "  aten::_assert_async.msg(%x, \"message with\\nnewline\")\n"
       "  return (%a, %b, %d, %e, %f, %g, %i, %j, %k, %l, %w)\n");
 }
@@ -99,26 +102,35 @@ INSTANTIATE_TEST_SUITE_P(
         BadText{"", 1, 1, "expected 'graph', found end of input"},
         BadText{"graph g(%x: f32[2]:\n  return (%x)", 1, 19, "expected ')', found ':'"},
         BadText{"graph g(%x: f33[2]):\n  return (%x)", 1, 13, "unknown type 'f33'"},
-        BadText{"graph g(%x: f32[2]):\n  %y: f32[2] = aten::sin(%z)\n  return (%y)", 2, 26, "use of undefined value %z"},
+        BadText{"graph g(%x: f32[2]):\n  %y: f32[2] = aten::sin(%z)\n  return (%y)", 2, 26,
+                "use of undefined value %z"},
         BadText{"graph g(%x: f32[2]):\n  %x: f32[2] = aten::sin(%x)\n  return (%x)", 2, 3, "value %x is defined twice"},
-        BadText{"graph g(%x: f32[2]):\n  %y: f32[2] = aten::nope(%x)\n  return (%y)", 2, 16, "unknown operator 'aten::nope'"},
+        BadText{"graph g(%x: f32[2]):\n  %y: f32[2] = aten::nope(%x)\n  return (%y)", 2, 16,
+                "unknown operator 'aten::nope'"},
         BadText{"graph g(%x: f32[2]):\n  %y: f32[2] = aten::add.Tensor(%x, bogus=%x)\n  return (%y)", 2, 37,
                 "aten::add.Tensor has no argument named 'bogus'"},
-        BadText{"graph g(%x: f32[2]):\n  %y: f32[2] = aten::add.Tensor(%x)\n  return (%y)", 2, 16, "aten::add.Tensor: missing argument 'other'"},
+        BadText{"graph g(%x: f32[2]):\n  %y: f32[2] = aten::add.Tensor(%x)\n  return (%y)", 2, 16,
+                "aten::add.Tensor: missing argument 'other'"},
         BadText{"graph g(%x: f32[2]):\n  %y: f32[2] = aten::add.Tensor(alpha=2, %x, %x)\n  return (%y)", 2, 42,
                 "positional argument after a keyword argument"},
         BadText{"graph g(%x: f32[2]):\n  %y: f32[2] = aten::sum.dim_IntList(%x, [1, %x])\n  return (%y)", 2, 46,
                 "aten::sum.dim_IntList argument 'dim': expected an integer list element"},
-        BadText{"graph g(%x: f32[2]):\n  %y: f32[2] = aten::gelu(%x, approximate=\"tanh)\n  return (%y)", 2, 43, "unterminated string"},
-        BadText{"graph g(%x: f32[2]):\n  %y: f32[2] = aten::mul.Scalar(%x, 1e)\n  return (%y)", 2, 37, "malformed number: exponent has no digits"},
+        BadText{"graph g(%x: f32[2]):\n  %y: f32[2] = aten::gelu(%x, approximate=\"tanh)\n  return (%y)", 2, 43,
+                "unterminated string"},
+        BadText{"graph g(%x: f32[2]):\n  %y: f32[2] = aten::mul.Scalar(%x, 1e)\n  return (%y)", 2, 37,
+                "malformed number: exponent has no digits"},
         BadText{"graph g(%x: f32[2]):\n  %y: f32[2] = aten::mul.Scalar(%x, 99999999999999999999)\n  return (%y)", 2, 37,
                 "integer '99999999999999999999' is out of range"},
         BadText{"graph g(%x: f32[2] stride=[1, 1]):\n  return (%x)", 1, 27, "stride has 2 entries, sizes have 1"},
-        BadText{"graph g(%x: f32[2]):\n  return (%x) extra", 2, 15, "expected end of input after the return statement, found 'extra'"},
-        BadText{"graph g(%x: f32[2]):\n  %y: f32[2] = aten::sin(%x)", 2, 29, "expected a node or 'return', found end of input"},
+        BadText{"graph g(%x: f32[2]):\n  return (%x) extra", 2, 15,
+                "expected end of input after the return statement, found 'extra'"},
+        BadText{"graph g(%x: f32[2]):\n  %y: f32[2] = aten::sin(%x)", 2, 29,
+                "expected a node or 'return', found end of input"},
         BadText{"graph g(%x: f32[2] device=warp:9):\n  return (%x)", 1, 27, "invalid device 'warp:9'"},
-        BadText{"graph g(%x: f32[2]):\n  %y: f32[2] = aten::sin(%x) $\n  return (%y)", 2, 30, "unexpected character '$'"},
-        BadText{"graph g(%x: f32[2]):\n  %y: f32[2] = constant(\"k\", 2)\n  return (%y)", 2, 28, "expected ')', found ','"}));
+        BadText{"graph g(%x: f32[2]):\n  %y: f32[2] = aten::sin(%x) $\n  return (%y)", 2, 30,
+                "unexpected character '$'"},
+        BadText{"graph g(%x: f32[2]):\n  %y: f32[2] = constant(\"k\", 2)\n  return (%y)", 2, 28,
+                "expected ')', found ','"}));
 
 }  // namespace
 }  // namespace aotpipe

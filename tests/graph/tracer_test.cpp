@@ -33,7 +33,8 @@ TensorList clone_inputs(const TensorList& xs) {
     const auto nbytes = static_cast<int64_t>(x.storage().nbytes());
     if (!base.defined())
       base = at::empty({0}, x.options().dtype(at::kByte)).set_(x.storage(), 0, {nbytes}, {1}).clone();
-    at::Tensor y = at::empty({0}, x.options().requires_grad(false)).set_(base.storage(), x.storage_offset(), x.sizes(), x.strides());
+    at::Tensor y = at::empty({0}, x.options().requires_grad(false))
+                       .set_(base.storage(), x.storage_offset(), x.sizes(), x.strides());
     if (x.requires_grad()) y.requires_grad_(true);
     out.push_back(y);
   }
@@ -90,14 +91,18 @@ std::vector<Case> corpus() {
                      auto o = at::linear(h, a[3], a[4]);
                      return TensorList{at::log_softmax(o, 1)};
                    },
-                   [] { return TensorList{rn({4, 8}), rn({16, 8}), rn({16}), rn({3, 16}), rn({3})}; }});
+                   [] {
+                     return TensorList{rn({4, 8}), rn({16, 8}), rn({16}), rn({3, 16}), rn({3})};
+                   }});
   cases.push_back({"conv_bn_relu",
                    [](const TensorList& a) {
                      auto y = at::conv2d(a[0], a[1], a[2], {1, 1}, {1, 1});
                      y = at::batch_norm(y, a[3], a[4], {}, {}, /*training=*/true, 0.1, 1e-5, false);
                      return TensorList{at::relu(y)};
                    },
-                   [] { return TensorList{rn({2, 3, 6, 6}), rn({4, 3, 3, 3}), rn({4}), rn({4}), rn({4})}; },
+                   [] {
+                     return TensorList{rn({2, 3, 6, 6}), rn({4, 3, 3, 3}), rn({4}), rn({4}), rn({4})};
+                   },
                    1e-4});
   cases.push_back({"attention",
                    [](const TensorList& a) {
@@ -108,22 +113,24 @@ std::vector<Case> corpus() {
                      auto o = at::matmul(p, v);
                      return TensorList{at::layer_norm(o + x, {8})};
                    },
-                   [] { return TensorList{rn({2, 5, 8}), rn({8, 8}), rn({8, 8}), rn({8, 8})}; },
-                   1e-4});
-  cases.push_back({"lstm_cell",
-                   [](const TensorList& a) {
-                     auto gates = at::linear(a[0], a[3], a[5]) + at::linear(a[1], a[4], a[6]);
-                     auto chunks = gates.chunk(4, 1);
-                     auto i = chunks[0].sigmoid(), f = chunks[1].sigmoid(), g = chunks[2].tanh(),
-                          o = chunks[3].sigmoid();
-                     auto c = f * a[2] + i * g;
-                     auto h = o * c.tanh();
-                     return TensorList{h, c};
-                   },
                    [] {
-                     return TensorList{rn({3, 4}), rn({3, 5}), rn({3, 5}), rn({20, 4}), rn({20, 5}), rn({20}), rn({20})};
+                     return TensorList{rn({2, 5, 8}), rn({8, 8}), rn({8, 8}), rn({8, 8})};
                    },
-                   1e-5});
+                   1e-4});
+  cases.push_back(
+      {"lstm_cell",
+       [](const TensorList& a) {
+         auto gates = at::linear(a[0], a[3], a[5]) + at::linear(a[1], a[4], a[6]);
+         auto chunks = gates.chunk(4, 1);
+         auto i = chunks[0].sigmoid(), f = chunks[1].sigmoid(), g = chunks[2].tanh(), o = chunks[3].sigmoid();
+         auto c = f * a[2] + i * g;
+         auto h = o * c.tanh();
+         return TensorList{h, c};
+       },
+       [] {
+         return TensorList{rn({3, 4}), rn({3, 5}), rn({3, 5}), rn({20, 4}), rn({20, 5}), rn({20}), rn({20})};
+       },
+       1e-5});
   cases.push_back({"inplace_views",
                    [](const TensorList& a) {
                      auto y = a[0].clone();
@@ -135,7 +142,9 @@ std::vector<Case> corpus() {
                      auto z = y.unsqueeze(0).expand({2, 3, 4}).sum(0);
                      return TensorList{y, z, y.diagonal()};
                    },
-                   [] { return TensorList{rn({3, 4})}; }});
+                   [] {
+                     return TensorList{rn({3, 4})};
+                   }});
   cases.push_back({"factories",
                    [](const TensorList& a) {
                      auto z = at::zeros({3, 4}, a[0].options());
@@ -144,11 +153,13 @@ std::vector<Case> corpus() {
                      auto f = at::full({3, 1}, 2.5, a[0].options());
                      return TensorList{a[0] + z + o * r + f, at::eye(3, a[0].options())};
                    },
-                   [] { return TensorList{rn({3, 4})}; }});
+                   [] {
+                     return TensorList{rn({3, 4})};
+                   }});
   cases.push_back({"view_heavy",
                    [](const TensorList& a) {
-                     auto parts = a[0].split(2, 1);        // [4, 2] x 3
-                     auto rows = parts[1].unbind(0);       // 4 x [2]
+                     auto parts = a[0].split(2, 1);   // [4, 2] x 3
+                     auto rows = parts[1].unbind(0);  // 4 x [2]
                      auto p = a[0].permute({1, 0}).contiguous().unsqueeze(0).squeeze(0);
                      auto s = a[0].as_strided({2, 2}, {1, 6}, 1);
                      auto y = p.clone();
@@ -157,7 +168,9 @@ std::vector<Case> corpus() {
                      auto w = at::where(a[0] > 0, a[0], 0.5);  // a wrapped-number scalar
                      return TensorList{y, parts[2].expand({2, 4, 2}), w, a[0].flatten()[3] * 1};
                    },
-                   [] { return TensorList{rn({4, 6})}; }});
+                   [] {
+                     return TensorList{rn({4, 6})};
+                   }});
   return cases;
 }
 
@@ -316,10 +329,12 @@ TEST(Tracer, InputMutationThroughAViewIsDetected) {
 
 TEST(Tracer, NonFunctionalGraphKeepsInplaceOpsAndMutatesInputs) {
   TensorList inputs{rn({2, 3})};
-  Graph g = trace([](const TensorList& a) {
-    a[0].mul_(3);
-    return TensorList{a[0] + 1};
-  }, inputs);
+  Graph g = trace(
+      [](const TensorList& a) {
+        a[0].mul_(3);
+        return TensorList{a[0] + 1};
+      },
+      inputs);
   EXPECT_TRUE(ops_of(g).count("aten::mul_.Scalar")) << g.to_string();
   TensorList mutated;
   TensorList out = run_graph(g, inputs, &mutated);
@@ -329,8 +344,8 @@ TEST(Tracer, NonFunctionalGraphKeepsInplaceOpsAndMutatesInputs) {
 
 TEST(Tracer, InputMetadataAndAliasingKept) {
   at::Tensor base = rn({4, 6});
-  at::Tensor a = base.t();                   // strided
-  at::Tensor b = base.narrow(1, 2, 3);       // offset
+  at::Tensor a = base.t();              // strided
+  at::Tensor b = base.narrow(1, 2, 3);  // offset
   at::Tensor c = rn({5}).requires_grad_(true);
   std::vector<bool> shared;
   TraceResult r = trace_program(
@@ -355,7 +370,12 @@ TEST(Tracer, RealModeDoesNotModifyExampleInputs) {
   at::Tensor before = x.clone();
   TraceOptions options;
   options.mode = TraceMode::Real;
-  trace([](const TensorList& a) { a[0].add_(5); return TensorList{a[0]}; }, {x}, options);
+  trace(
+      [](const TensorList& a) {
+        a[0].add_(5);
+        return TensorList{a[0]};
+      },
+      {x}, options);
   EXPECT_TRUE(at::equal(x, before));
 }
 
@@ -372,8 +392,11 @@ TEST(Tracer, ClosedOverTensorsBecomeNamedConstants) {
 }
 
 TEST(Tracer, FactoryOpsAreCaptured) {
-  Graph g = trace([](const TensorList& a) { return TensorList{at::zeros({2, 3}, a[0].options()) + a[0] + at::ones({3})}; },
-                  {rn({2, 3})});
+  Graph g = trace(
+      [](const TensorList& a) {
+        return TensorList{at::zeros({2, 3}, a[0].options()) + a[0] + at::ones({3})};
+      },
+      {rn({2, 3})});
   auto ops = ops_of(g);
   EXPECT_TRUE(ops.count("aten::zeros")) << g.to_string();
   EXPECT_TRUE(ops.count("aten::ones")) << g.to_string();
@@ -416,9 +439,7 @@ void expect_trace_error(const TraceFunction& fn, const TensorList& inputs, const
   try {
     trace(fn, inputs, options);
     FAIL() << "expected a TraceError containing: " << needle;
-  } catch (const TraceError& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
+  } catch (const TraceError& e) { EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what(); }
 }
 
 TEST(Tracer, ItemIsAnErrorInFakeMode) {
@@ -438,17 +459,19 @@ TEST(Tracer, NonzeroIsAnErrorInFakeMode) {
 TEST(Tracer, DataDependentOpsWorkInRealMode) {
   TraceOptions options;
   options.mode = TraceMode::Real;
-  Graph g = trace([](const TensorList& a) { return TensorList{at::nonzero(a[0])}; }, {at::tensor({0.f, 1.f, 2.f})},
-                  options);
+  Graph g =
+      trace([](const TensorList& a) { return TensorList{at::nonzero(a[0])}; }, {at::tensor({0.f, 1.f, 2.f})}, options);
   EXPECT_TRUE(ops_of(g).count("aten::nonzero"));
 }
 
 TEST(Tracer, TensorOfAnotherTraceIsAnError) {
   at::Tensor leaked;
-  trace([&](const TensorList& a) {
-    leaked = a[0] * 2;
-    return TensorList{leaked};
-  }, {rn({3})});
+  trace(
+      [&](const TensorList& a) {
+        leaked = a[0] * 2;
+        return TensorList{leaked};
+      },
+      {rn({3})});
   expect_trace_error([&](const TensorList& a) { return TensorList{a[0] + leaked}; }, {rn({3})},
                      "aten::add.Tensor: an argument is a tensor of another trace");
   // Outside any trace, the leaked tensor is refused too, never a crash.
@@ -464,9 +487,7 @@ TEST(Tracer, ExceptionInUserCodePropagates) {
   try {
     trace([](const TensorList& a) -> TensorList { throw std::runtime_error("boom"); }, {rn({3})});
     FAIL();
-  } catch (const TraceError& e) {
-    EXPECT_NE(std::string(e.what()).find("boom"), std::string::npos);
-  }
+  } catch (const TraceError& e) { EXPECT_NE(std::string(e.what()).find("boom"), std::string::npos); }
   // The thread is usable afterwards: plain eager ops are not intercepted.
   at::Tensor x = rn({3});
   EXPECT_TRUE(at::equal(x + 0, x));
@@ -481,9 +502,7 @@ TEST(Tracer, ConcurrentTracesOnEightThreads) {
       try {
         at::Tensor x = at::randn({t + 2, 3}).requires_grad_(true);
         at::Tensor w = at::randn({4, 3}).requires_grad_(true);
-        auto fn = [t](const TensorList& a) {
-          return TensorList{(at::linear(a[0], a[1]).tanh() * (t + 1)).sum(0)};
-        };
+        auto fn = [t](const TensorList& a) { return TensorList{(at::linear(a[0], a[1]).tanh() * (t + 1)).sum(0)}; };
         TraceOptions options;
         options.functionalize = (t % 2) == 0;
         TraceResult r = trace_joint(fn, {x, w}, options);
@@ -498,9 +517,7 @@ TEST(Tracer, ConcurrentTracesOnEightThreads) {
           ++ok;
         else
           failures[t] = r.graph.to_string();
-      } catch (const std::exception& e) {
-        failures[t] = e.what();
-      }
+      } catch (const std::exception& e) { failures[t] = e.what(); }
     });
   }
   for (auto& th : threads) th.join();

@@ -43,7 +43,8 @@ TEST(Verifier, UseBeforeDefinition) {
   Node* b = g.add_call("aten::cos", {a->output()}, {{"b", f32({2})}});
   g.set_outputs({b->output()});
   g.move_node(b, a);
-  expect_single_issue(g, VerifyErrorKind::UseBeforeDefinition, "graph 'ubd': node %b = aten::cos reads %a before its definition");
+  expect_single_issue(g, VerifyErrorKind::UseBeforeDefinition,
+                      "graph 'ubd': node %b = aten::cos reads %a before its definition");
 }
 
 TEST(Verifier, ForeignValueAndDanglingOutput) {
@@ -63,7 +64,8 @@ TEST(Verifier, ForeignValueAndDanglingOutput) {
   Value* y = h.add_input("y", f32({2}));
   h.set_outputs({y});
   h.replace_all_uses(y, stranger);
-  expect_single_issue(h, VerifyErrorKind::DanglingOutput, "graph 'dangling': output 0 (%stranger) is not defined in this graph");
+  expect_single_issue(h, VerifyErrorKind::DanglingOutput,
+                      "graph 'dangling': output 0 (%stranger) is not defined in this graph");
 }
 
 TEST(Verifier, ArgumentCount) {
@@ -72,7 +74,8 @@ TEST(Verifier, ArgumentCount) {
   Node* a = g.add_call("aten::sin", {x}, {{"a", f32({2})}});
   a->args().push_back(Argument(int64_t{1}));
   g.set_outputs({a->output()});
-  expect_single_issue(g, VerifyErrorKind::ArgumentCount, "graph 'count': node %a = aten::sin has 2 arguments, its schema takes 1");
+  expect_single_issue(g, VerifyErrorKind::ArgumentCount,
+                      "graph 'count': node %a = aten::sin has 2 arguments, its schema takes 1");
 }
 
 TEST(Verifier, ArgumentTypes) {
@@ -81,23 +84,26 @@ TEST(Verifier, ArgumentTypes) {
   Node* a = g.add_call("aten::mul.Tensor", {x, x}, {{"a", f32({2})}});
   a->args()[1] = Argument(int64_t{3});
   g.set_outputs({a->output()});
-  expect_single_issue(g, VerifyErrorKind::ArgumentType,
-                      "graph 'types': node %a = aten::mul.Tensor: argument 1 'other' expects Tensor, got constant 3 (Int)");
+  expect_single_issue(
+      g, VerifyErrorKind::ArgumentType,
+      "graph 'types': node %a = aten::mul.Tensor: argument 1 'other' expects Tensor, got constant 3 (Int)");
 
   Graph h("types2");
   Value* y = h.add_input("y", f32({2, 2}));
   Node* s = h.add_call("aten::sum.dim_IntList", {y, std::vector<int64_t>{0}}, {{"s", f32({2})}});
   s->args()[1] = Argument(y);
   h.set_outputs({s->output()});
-  expect_single_issue(h, VerifyErrorKind::ArgumentType,
-                      "graph 'types2': node %s = aten::sum.dim_IntList: argument 1 'dim' expects int[]?, got %y (Tensor)");
+  expect_single_issue(
+      h, VerifyErrorKind::ArgumentType,
+      "graph 'types2': node %s = aten::sum.dim_IntList: argument 1 'dim' expects int[]?, got %y (Tensor)");
 
   Graph c("types3");
   Value* z = c.add_input("z", f32({2}));
   Node* cat = c.add_call("aten::cat", {ValueList{{z, nullptr}}}, {{"cat", f32({2})}});
   c.set_outputs({cat->output()});
-  expect_single_issue(c, VerifyErrorKind::ArgumentType,
-                      "graph 'types3': node %cat = aten::cat: argument 0 'tensors' expects Tensor[], got a list of values");
+  expect_single_issue(
+      c, VerifyErrorKind::ArgumentType,
+      "graph 'types3': node %cat = aten::cat: argument 0 'tensors' expects Tensor[], got a list of values");
 }
 
 TEST(Verifier, OutputCountAndType) {
@@ -106,7 +112,8 @@ graph outs(%x: f32[2, 3]):
   %n: f32[2] = aten::sym_size.int(%x, 0)
   return (%n)
 )");
-  expect_single_issue(g, VerifyErrorKind::OutputType, "graph 'outs': node %n = aten::sym_size.int defines %n as Tensor, the schema returns int");
+  expect_single_issue(g, VerifyErrorKind::OutputType,
+                      "graph 'outs': node %n = aten::sym_size.int defines %n as Tensor, the schema returns int");
 }
 
 TEST(Verifier, MissingTensorMeta) {
@@ -134,7 +141,8 @@ graph dead(%x: f32[2]):
   %v: f32[2], %m: f32[] = aten::var_mean.correction(%x)
   return (%a, %m)
 )");
-  expect_single_issue(g, VerifyErrorKind::UnusedValue, "graph 'dead': node %b = aten::cos: no value it defines is used (dead code)");
+  expect_single_issue(g, VerifyErrorKind::UnusedValue,
+                      "graph 'dead': node %b = aten::cos: no value it defines is used (dead code)");
   EXPECT_TRUE(verify_issues(g, {.allow_dead_code = true}).empty());
 }
 
@@ -146,7 +154,8 @@ graph c(%x: f32[2]):
   return (%a)
 )");
   EXPECT_TRUE(verify_issues(g).empty());
-  expect_single_issue(g, VerifyErrorKind::UnboundConstant, "graph 'c': constant %w (\"w\") has no tensor bound", {.require_bound_constants = true});
+  expect_single_issue(g, VerifyErrorKind::UnboundConstant, "graph 'c': constant %w (\"w\") has no tensor bound",
+                      {.require_bound_constants = true});
 }
 
 }  // namespace

@@ -72,12 +72,15 @@ struct DeviceExpectation {
 const DeviceExpectation* expected_failure_on_test_device(const std::string& name) {
   static const std::map<std::string, DeviceExpectation> cases{
       {"transformer_block",
-       {"expected self and mask to be on the same device", "aten::masked_fill.Scalar: expected all tensors to be on the same device"}},
+       {"expected self and mask to be on the same device",
+        "aten::masked_fill.Scalar: expected all tensors to be on the same device"}},
       // Functionalized, the set_ round trip reads the CPU tensor in an add: refused at compile time.
-      {"set__nop", {"to a storage on different device", "expected all tensors to be on the same device, as eager does"}},
+      {"set__nop",
+       {"to a storage on different device", "expected all tensors to be on the same device, as eager does"}},
       // Functionalization turns this set_ into the input's new value: the epilogue's set_ raises eager's error.
       {"set__input_mutation", {"to a storage on different device", "to a storage on different device"}},
-      {"set__to_intermediate_then_return_input", {"to a storage on different device", "to a storage on different device"}},
+      {"set__to_intermediate_then_return_input",
+       {"to a storage on different device", "to a storage on different device"}},
   };
   if (test_device().is_cpu()) return nullptr;
   auto it = cases.find(name);
@@ -88,9 +91,7 @@ const DeviceExpectation* expected_failure_on_test_device(const std::string& name
 bool fails_with(const std::function<void()>& call, const std::string& message) {
   try {
     call();
-  } catch (const std::exception& e) {
-    return std::string(e.what()).find(message) != std::string::npos;
-  }
+  } catch (const std::exception& e) { return std::string(e.what()).find(message) != std::string::npos; }
   return false;
 }
 
@@ -102,7 +103,8 @@ void expect_device_failure(const std::string& name, const DeviceExpectation& exp
     EXPECT_TRUE(fails_with([&] { (void)eager(make_inputs()); }, expected.eager_message))
         << name << ": eager on " << test_device() << " no longer fails with '" << expected.eager_message << "'";
   if (expected.compiled_message.empty())
-    EXPECT_NO_THROW((void)compiled(make_inputs())) << name << " on " << test_device() << ": the compiled function now fails";
+    EXPECT_NO_THROW((void)compiled(make_inputs()))
+        << name << " on " << test_device() << ": the compiled function now fails";
   else
     EXPECT_TRUE(fails_with([&] { (void)compiled(make_inputs()); }, expected.compiled_message))
         << name << " on " << test_device() << ": expected an error containing '" << expected.compiled_message << "'";
@@ -117,8 +119,8 @@ void PrintTo(Partition p, std::ostream* os) { *os << (p == Partition::kMinCut ? 
 
 AotConfig config_for(Partition p, bool keep_input_mutations = false) {
   AotConfig config;
-  config.partition_fn = p == Partition::kMinCut ? partitioners::min_cut_rematerialization_partition()
-                                                : partitioners::default_partition();
+  config.partition_fn =
+      p == Partition::kMinCut ? partitioners::min_cut_rematerialization_partition() : partitioners::default_partition();
   config.keep_inference_input_mutations = keep_input_mutations;
   return config;
 }
@@ -178,8 +180,7 @@ TEST(ModelBuffers, InPlaceUpdatesHappen) {
   EXPECT_GT(checked, 0u) << "no model updates a buffer in place";
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, ModelTest, ::testing::ValuesIn(params_of(model_cases())),
-                         param_name);
+INSTANTIATE_TEST_SUITE_P(Models, ModelTest, ::testing::ValuesIn(params_of(model_cases())), param_name);
 
 // ================================== metadata corpus ==================================
 // Programs PyTorch's aot_function refuses too (python_aot_function_probe.py beside this file runs
@@ -254,7 +255,8 @@ void expect_matches_eager_under_grad_mode(const MetadataCase& c, const CompiledF
                                           const std::string& label) {
   std::optional<bool> eager_mode_after, compiled_mode_after;
   expect_matches_eager(GradModeCall{c.grad_enabled, &eager_mode_after, c.fn},
-                       GradModeCall{c.grad_enabled, &compiled_mode_after, compiled}, on_test_device(c.make_inputs), label);
+                       GradModeCall{c.grad_enabled, &compiled_mode_after, compiled}, on_test_device(c.make_inputs),
+                       label);
   EXPECT_EQ(eager_mode_after, compiled_mode_after) << label << ": grad mode left behind by the call";
 }
 
@@ -303,7 +305,8 @@ TEST_P(CorpusTest, MatchesEager) {
       for (std::size_t k = 0; k < expected.size(); ++k)
         if (message.find(expected[k]) != std::string::npos) known = seen[k] = true;
       EXPECT_TRUE(known) << label << ": a difference from eager beyond the one PyTorch shares ("
-                         << divergence->second.why << "):\n" << message;
+                         << divergence->second.why << "):\n"
+                         << message;
     }
     for (std::size_t k = 0; k < expected.size(); ++k)
       EXPECT_TRUE(seen[k]) << label << ": no longer differs from eager by '" << expected[k]
@@ -312,8 +315,7 @@ TEST_P(CorpusTest, MatchesEager) {
   EXPECT_EQ(compiled.num_compiled(), 1u) << "the second call with the same signature recompiled";
 }
 
-INSTANTIATE_TEST_SUITE_P(Corpus, CorpusTest, ::testing::ValuesIn(params_of(metadata_corpus())),
-                         param_name);
+INSTANTIATE_TEST_SUITE_P(Corpus, CorpusTest, ::testing::ValuesIn(params_of(metadata_corpus())), param_name);
 
 TEST(CorpusCoverage, EveryListedCaseIsInTheCorpus) {
   for (const auto& [name, refusal] : refused_cases())

@@ -39,9 +39,9 @@ TensorList conv_bn_net(const TensorList& a) {
   return {at::linear(h, a[8], a[9])};
 }
 TensorList conv_bn_inputs() {
-  return {data({4, 3, 8, 8}),  param({8, 3, 3, 3}), param({8}),  (1 + param({8}, 0.1)).detach().requires_grad_(true),
-          param({8}),          at::zeros({8}),      at::ones({8}), at::zeros({}, at::kLong),
-          param({5, 8}),       param({5})};
+  return {data({4, 3, 8, 8}), param({8, 3, 3, 3}), param({8}),    (1 + param({8}, 0.1)).detach().requires_grad_(true),
+          param({8}),         at::zeros({8}),      at::ones({8}), at::zeros({}, at::kLong),
+          param({5, 8}),      param({5})};
 }
 
 // ---- Transformer block (pre-LN): causal multi-head self-attention and a GELU FFN, residuals ---
@@ -64,12 +64,18 @@ TensorList transformer_block(const TensorList& a) {
 TensorList transformer_inputs() {
   auto ones_param = [] { return at::ones({kChannels}).requires_grad_(true); };
   return {param({kBatch, kTokens, kChannels}, 1.0),
-          ones_param(), param({kChannels}, 0.1),
-          param({3 * kChannels, kChannels}), param({3 * kChannels}, 0.1),
-          param({kChannels, kChannels}), param({kChannels}, 0.1),
-          ones_param(), param({kChannels}, 0.1),
-          param({4 * kChannels, kChannels}), param({4 * kChannels}, 0.1),
-          param({kChannels, 4 * kChannels}), param({kChannels}, 0.1)};
+          ones_param(),
+          param({kChannels}, 0.1),
+          param({3 * kChannels, kChannels}),
+          param({3 * kChannels}, 0.1),
+          param({kChannels, kChannels}),
+          param({kChannels}, 0.1),
+          ones_param(),
+          param({kChannels}, 0.1),
+          param({4 * kChannels, kChannels}),
+          param({4 * kChannels}, 0.1),
+          param({kChannels, 4 * kChannels}),
+          param({kChannels}, 0.1)};
 }
 
 // ---- LSTM cell -----------------------------------------------------------------------------------
@@ -89,9 +95,13 @@ TensorList lstm_written_out(const TensorList& a) {
   return {h, c};
 }
 TensorList lstm_inputs() {
-  return {param({kSteps, kLstmBatch, kLstmIn}, 1.0), param({kLstmBatch, kLstmHidden}), param({kLstmBatch, kLstmHidden}),
-          param({4 * kLstmHidden, kLstmIn}),         param({4 * kLstmHidden, kLstmHidden}),
-          param({4 * kLstmHidden}, 0.1),             param({4 * kLstmHidden}, 0.1)};
+  return {param({kSteps, kLstmBatch, kLstmIn}, 1.0),
+          param({kLstmBatch, kLstmHidden}),
+          param({kLstmBatch, kLstmHidden}),
+          param({4 * kLstmHidden, kLstmIn}),
+          param({4 * kLstmHidden, kLstmHidden}),
+          param({4 * kLstmHidden}, 0.1),
+          param({4 * kLstmHidden}, 0.1)};
 }
 
 std::vector<ModelCase> build() {

@@ -74,10 +74,12 @@ TEST(Batch, CancellationStartsNoNewStageAndReportsTheCancelledJobs) {
   Pipeline<RecordingContext> normal;
   normal.add(counting("first")).add(counting("second"));
   Pipeline<RecordingContext> stopping;
-  stopping.add(FunctionStage<RecordingContext>("stop_batch", [&batch_stop](RecordingContext&, const JobEnv&) {
-            batch_stop.request_stop();
-            return testing::completed();
-          }))
+  stopping
+      .add(FunctionStage<RecordingContext>("stop_batch",
+                                           [&batch_stop](RecordingContext&, const JobEnv&) {
+                                             batch_stop.request_stop();
+                                             return testing::completed();
+                                           }))
       .add(counting("after_stop"));
 
   std::vector<BatchJob<RecordingContext>> jobs;
@@ -105,9 +107,9 @@ TEST(Batch, AlreadyCancelledBatchRunsNothing) {
   std::stop_source stop;
   stop.request_stop();
   std::vector<BatchJob<void>> jobs(3, BatchJob<void>{.name = "job", .run = [](const JobEnv&) {
-                                     ADD_FAILURE() << "a job of a cancelled batch started";
-                                     return testing::completed();
-                                   }});
+                                                       ADD_FAILURE() << "a job of a cancelled batch started";
+                                                       return testing::completed();
+                                                     }});
   for (const auto& result : run_batch(scheduler, std::move(jobs), {.stop_token = stop.get_token()})) {
     EXPECT_EQ(result.status, JobStatus::Cancelled);
   }
@@ -137,13 +139,16 @@ TEST(Batch, PerJobTimeoutStopsOnlyTheSlowJob) {
 TEST(Batch, TimedOutPipelineStopsAtTheNextStage) {
   Scheduler scheduler(1);
   Pipeline<RecordingContext> pipeline;
-  pipeline.add(FunctionStage<RecordingContext>("waits_for_timeout", [](RecordingContext&, const JobEnv& env) {
-            // Ignores the stop token on purpose: the pipeline itself must stop at the boundary.
-            auto wait = [](const JobEnv& job) -> Task<void> {
-              while (!job.stop_token.stop_requested()) co_await sleep_for(job.scheduler, 1ms);
-            };
-            return wait(env);
-          }))
+  pipeline
+      .add(FunctionStage<RecordingContext>("waits_for_timeout",
+                                           [](RecordingContext&, const JobEnv& env) {
+                                             // Ignores the stop token on purpose: the pipeline itself must stop at the boundary.
+                                             auto wait = [](const JobEnv& job) -> Task<void> {
+                                               while (!job.stop_token.stop_requested())
+                                                 co_await sleep_for(job.scheduler, 1ms);
+                                             };
+                                             return wait(env);
+                                           }))
       .add(RecordStage("never"));
   std::vector<BatchJob<RecordingContext>> jobs;
   jobs.push_back(make_pipeline_job("slow", share(pipeline), RecordingContext{}));
@@ -161,8 +166,7 @@ TEST(Batch, NeverExceedsMaxConcurrency) {
     jobs.push_back({.name = fmt::format("job{}", i), .run = [&](const JobEnv& env) -> Task<void> {
                       const int now = in_flight.fetch_add(1) + 1;
                       int seen = most_in_flight.load();
-                      while (now > seen && !most_in_flight.compare_exchange_weak(seen, now)) {
-                      }
+                      while (now > seen && !most_in_flight.compare_exchange_weak(seen, now)) {}
                       co_await sleep_for(env.scheduler, 200us);  // holds its slot without a thread
                       in_flight.fetch_sub(1);
                     }});

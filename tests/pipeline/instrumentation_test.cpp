@@ -55,9 +55,9 @@ TEST(Instrumentation, HooksBracketEveryStageIncludingNestedAndFailed) {
   RecordingContext context;
   const JobEnv env{.job_name = "j", .scheduler = scheduler, .hooks = &hooks};
   EXPECT_THROW(sync_wait(outer.run(context, env)), StageError);
-  EXPECT_EQ(log->lines(), (std::vector<std::string>{"log before j:a", "log after j:a", "log before j:group",
-                                                    "log before j:b", "log after j:b", "log before j:c",
-                                                    "log failed j:c", "log failed j:group"}));
+  EXPECT_EQ(log->lines(),
+            (std::vector<std::string>{"log before j:a", "log after j:a", "log before j:group", "log before j:b",
+                                      "log after j:b", "log before j:c", "log failed j:c", "log failed j:group"}));
 }
 
 TEST(Instrumentation, SeveralInstrumentationsNestLikeScopes) {
@@ -82,9 +82,10 @@ TEST(Instrumentation, SeveralInstrumentationsNestLikeScopes) {
 std::vector<BatchJob<RecordingContext>> traced_jobs(int count) {
   Pipeline<RecordingContext> pipeline;
   pipeline.add(RecordStage("parse"))
-      .add(FunctionStage<RecordingContext>("wait", [](RecordingContext&, const JobEnv& env) {
-        return sleep_for(env.scheduler, 100us);  // resumes on some pool thread
-      }))
+      .add(FunctionStage<RecordingContext>("wait",
+                                           [](RecordingContext&, const JobEnv& env) {
+                                             return sleep_for(env.scheduler, 100us);  // resumes on some pool thread
+                                           }))
       .add(RecordStage("compile"));
   auto shared = std::make_shared<const Pipeline<RecordingContext>>(std::move(pipeline));
   std::vector<BatchJob<RecordingContext>> jobs;
@@ -142,7 +143,8 @@ TEST(Instrumentation, ChromeTraceIsValidTraceEventJson) {
     EXPECT_GE(event.at("dur").get<double>(), 0.0);
     EXPECT_EQ(event.at("cat"), "stage");
     used_threads.insert(event.at("tid").get<int>());
-    if (event.at("args").contains("finished_on_tid")) used_threads.insert(event.at("args").at("finished_on_tid").get<int>());
+    if (event.at("args").contains("finished_on_tid"))
+      used_threads.insert(event.at("args").at("finished_on_tid").get<int>());
     jobs.insert(event.at("args").at("job").get<std::string>());
   }
   EXPECT_EQ(stages, 8 * 3);

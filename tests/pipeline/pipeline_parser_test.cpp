@@ -8,8 +8,8 @@
 namespace aotpipe {
 namespace {
 
-using testing::RecordingContext;
 using testing::error_message_of;
+using testing::RecordingContext;
 using testing::RecordStage;
 
 TEST(PipelineText, SplitsElementsAndParameters) {
@@ -73,8 +73,8 @@ class PipelineRegistry : public ::testing::Test {
 TEST_F(PipelineRegistry, BuildsThePipelineAndPrintsItBack) {
   const std::string text = "metadata,dedupe,synthetic_base,joint,partition(min_cut),compile";
   const Pipeline<RecordingContext> pipeline = registry.parse(text);
-  EXPECT_EQ(pipeline.stage_names(), (std::vector<std::string_view>{"metadata", "dedupe", "synthetic_base", "joint",
-                                                                    "partition", "compile"}));
+  EXPECT_EQ(pipeline.stage_names(),
+            (std::vector<std::string_view>{"metadata", "dedupe", "synthetic_base", "joint", "partition", "compile"}));
   EXPECT_EQ(pipeline.to_string(), text);
 }
 

@@ -39,9 +39,7 @@ Task<void> throws_logic_error() {
 Task<std::string> catches_from_awaited_task() {
   try {
     co_await throws_logic_error();
-  } catch (const std::logic_error& error) {
-    co_return std::string("caught ") + error.what();
-  }
+  } catch (const std::logic_error& error) { co_return std::string("caught ") + error.what(); }
   co_return "not caught";
 }
 

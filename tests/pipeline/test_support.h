@@ -60,9 +60,7 @@ template <typename E>
 std::string error_message_of(const std::function<void()>& action) {
   try {
     action();
-  } catch (const E& error) {
-    return error.what();
-  }
+  } catch (const E& error) { return error.what(); }
   ADD_FAILURE() << "expected an exception";
   return {};
 }

@@ -14,7 +14,7 @@ namespace {
 
 Task<int> square_on_pool(Scheduler& scheduler, int value) {
   co_await scheduler.schedule();
-  co_return value * value;
+  co_return value* value;
 }
 
 Task<std::string> text_on_pool(Scheduler& scheduler) {
@@ -30,8 +30,8 @@ Task<void> increment_on_pool(Scheduler& scheduler, std::atomic<int>& counter) {
 TEST(WhenAll, HeterogeneousTasksGiveATupleInArgumentOrder) {
   Scheduler scheduler(2);
   std::atomic<int> counter{0};
-  auto [square, text, nothing] = sync_wait(
-      when_all(square_on_pool(scheduler, 3), text_on_pool(scheduler), increment_on_pool(scheduler, counter)));
+  auto [square, text, nothing] =
+      sync_wait(when_all(square_on_pool(scheduler, 3), text_on_pool(scheduler), increment_on_pool(scheduler, counter)));
   EXPECT_EQ(square, 9);
   EXPECT_EQ(text, "text");
   EXPECT_EQ(nothing, std::monostate{});
@@ -49,9 +49,7 @@ TEST(WhenAll, TenThousandTasksOnThePool) {
   for (int i = 0; i < kTasks; ++i) ASSERT_EQ(squares[i], (i % 100) * (i % 100)) << "result " << i << " out of order";
 }
 
-TEST(WhenAll, EmptyRangeCompletesAtOnce) {
-  EXPECT_TRUE(sync_wait(when_all(std::vector<Task<int>>{})).empty());
-}
+TEST(WhenAll, EmptyRangeCompletesAtOnce) { EXPECT_TRUE(sync_wait(when_all(std::vector<Task<int>>{})).empty()); }
 
 Task<int> fails_on_pool(Scheduler& scheduler, std::string message) {
   co_await scheduler.schedule();
@@ -69,9 +67,7 @@ TEST(WhenAll, RethrowsTheFirstFailureAfterEveryTaskFinished) {
   try {
     sync_wait(when_all(std::move(tasks)));
     FAIL() << "expected the failure to propagate";
-  } catch (const std::runtime_error& error) {
-    EXPECT_STREQ(error.what(), "first");
-  }
+  } catch (const std::runtime_error& error) { EXPECT_STREQ(error.what(), "first"); }
   EXPECT_EQ(counter.load(), 50) << "the other tasks must still run to completion";
 }
 

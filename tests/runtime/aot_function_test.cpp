@@ -24,9 +24,10 @@ at::Tensor param(std::vector<int64_t> sizes) { return torch::randn(sizes).requir
 
 std::vector<Case> cases() {
   std::vector<Case> c;
-  c.push_back({"mlp",
-               [](const TensorList& a) { return TensorList{at::relu(at::addmm(a[2], a[0], a[1])).sum(1)}; },
-               [] { return TensorList{torch::randn({8, 16}), param({16, 32}), param({32})}; }});
+  c.push_back({"mlp", [](const TensorList& a) { return TensorList{at::relu(at::addmm(a[2], a[0], a[1])).sum(1)}; },
+               [] {
+                 return TensorList{torch::randn({8, 16}), param({16, 32}), param({32})};
+               }});
   c.push_back({"cos_cos_cos", [](const TensorList& a) { return TensorList{a[0].cos().cos().cos()}; },
                [] { return TensorList{param({64})}; }});
   c.push_back({"input_mutation_non_leaf",
@@ -34,36 +35,55 @@ std::vector<Case> cases() {
                  a[0].mul_(2);
                  return TensorList{a[0] * 3};
                },
-               [] { return TensorList{param({3, 3}).clone()}; }});
+               [] {
+                 return TensorList{param({3, 3}).clone()};
+               }});
   c.push_back({"buffer_mutation",
                [](const TensorList& a) {
                  a[1].mul_(0.9).add_(a[0].detach().mean(0), 0.1);
                  return TensorList{(a[0] - a[1]).pow(2).sum()};
                },
-               [] { return TensorList{param({4, 5}), torch::zeros({5})}; }});
+               [] {
+                 return TensorList{param({4, 5}), torch::zeros({5})};
+               }});
   c.push_back({"metadata_mutation",
                [](const TensorList& a) {
                  a[0].t_();
                  return TensorList{a[0] * a[1]};
                },
-               [] { return TensorList{torch::randn({2, 3}), param({3, 2})}; }});
+               [] {
+                 return TensorList{torch::randn({2, 3}), param({3, 2})};
+               }});
   c.push_back({"outputs_alias_input",
-               [](const TensorList& a) { return TensorList{a[0].view(-1), a[0].t(), a[0] * 2}; },
-               [] { return TensorList{param({3, 4})}; }});
+               [](const TensorList& a) {
+                 return TensorList{a[0].view(-1), a[0].t(), a[0] * 2};
+               },
+               [] {
+                 return TensorList{param({3, 4})};
+               }});
   c.push_back({"outputs_alias_intermediate",
                [](const TensorList& a) {
                  at::Tensor y = a[0] * 2;
                  return TensorList{y.view(-1), y.t(), y.detach()};
                },
-               [] { return TensorList{param({3, 4})}; }});
+               [] {
+                 return TensorList{param({3, 4})};
+               }});
   c.push_back({"intermediate_and_its_view",
                [](const TensorList& a) {
                  at::Tensor y = a[0].exp();
                  return TensorList{y, y.view(-1)};
                },
-               [] { return TensorList{param({2, 5})}; }});
-  c.push_back({"returns_input", [](const TensorList& a) { return TensorList{a[0], a[1].sin()}; },
-               [] { return TensorList{param({3}), param({3})}; }});
+               [] {
+                 return TensorList{param({2, 5})};
+               }});
+  c.push_back({"returns_input",
+               [](const TensorList& a) {
+                 return TensorList{a[0], a[1].sin()};
+               },
+               [] {
+                 return TensorList{param({3}), param({3})};
+               }});
   c.push_back({"duplicate_inputs_unmutated", [](const TensorList& a) { return TensorList{a[0] * a[1]}; },
                [] {
                  at::Tensor x = param({4});
@@ -88,10 +108,16 @@ std::vector<Case> cases() {
                  return TensorList{base.view({2, 2}), base.view({4})};
                }});
   c.push_back({"no_grad_inference",
-               [](const TensorList& a) { return TensorList{at::softmax(a[0], 1), a[0].view(-1)}; },
-               [] { return TensorList{torch::randn({3, 7})}; }});
+               [](const TensorList& a) {
+                 return TensorList{at::softmax(a[0], 1), a[0].view(-1)};
+               },
+               [] {
+                 return TensorList{torch::randn({3, 7})};
+               }});
   c.push_back({"unused_input_gradient", [](const TensorList& a) { return TensorList{a[0] * 2}; },
-               [] { return TensorList{param({3}), param({3})}; }});
+               [] {
+                 return TensorList{param({3}), param({3})};
+               }});
   return c;
 }
 
@@ -102,7 +128,8 @@ TEST_P(AotFunction, MatchesEager) {
   for (const Case& c : cases()) {
     if (c.name != name) continue;
     AotConfig config;
-    config.partition_fn = min_cut ? partitioners::min_cut_rematerialization_partition() : partitioners::default_partition();
+    config.partition_fn =
+        min_cut ? partitioners::min_cut_rematerialization_partition() : partitioners::default_partition();
     CompiledFunction compiled = aot_function(c.fn, config);
     testing::expect_matches_eager(c.fn, compiled, c.make_inputs, c.name);
     // A second call reuses the compile.

@@ -46,21 +46,26 @@ std::shared_ptr<torch::nn::Module> sequential_with_batchnorm() {
 
 std::vector<ModuleCase> module_cases() {
   std::vector<ModuleCase> c;
-  c.push_back({"mlp", [] { return Mlp(6, 8, 4).ptr(); },
-               [](torch::nn::Module& m, const TensorList& a) {
-                 return TensorList{dynamic_cast<MlpImpl&>(m).forward(a[0])};
-               },
-               [] { return TensorList{torch::randn({5, 6}).requires_grad_()}; }});
+  c.push_back(
+      {"mlp", [] { return Mlp(6, 8, 4).ptr(); },
+       [](torch::nn::Module& m, const TensorList& a) { return TensorList{dynamic_cast<MlpImpl&>(m).forward(a[0])}; },
+       [] {
+         return TensorList{torch::randn({5, 6}).requires_grad_()};
+       }});
   c.push_back({"conv_bn_train", [] { return ConvBn().ptr(); },
                [](torch::nn::Module& m, const TensorList& a) {
                  return TensorList{dynamic_cast<ConvBnImpl&>(m).forward(a[0]).relu()};
                },
-               [] { return TensorList{torch::randn({2, 2, 5, 5})}; }});
+               [] {
+                 return TensorList{torch::randn({2, 2, 5, 5})};
+               }});
   c.push_back({"sequential_batchnorm1d", sequential_with_batchnorm,
                [](torch::nn::Module& m, const TensorList& a) {
                  return TensorList{dynamic_cast<torch::nn::SequentialImpl&>(m).forward(a[0])};
                },
-               [] { return TensorList{torch::randn({6, 5})}; }});
+               [] {
+                 return TensorList{torch::randn({6, 5})};
+               }});
   // A module of our own (declared members), a buffer counter and a mutated user input.
   c.push_back({"own_module_buffer_and_input_mutation", [] { return LinearWithSteps().ptr(); },
                [](torch::nn::Module& mod, const TensorList& a) {
@@ -69,7 +74,9 @@ std::vector<ModuleCase> module_cases() {
                  a[1].mul_(2);
                  return TensorList{m.fc(a[0]) * m.scale * a[1] + m.steps, a[1] * 3};
                },
-               [] { return TensorList{torch::randn({2, 4}).requires_grad_(), torch::randn({3})}; }});
+               [] {
+                 return TensorList{torch::randn({2, 4}).requires_grad_(), torch::randn({3})};
+               }});
   return c;
 }
 
@@ -86,8 +93,9 @@ void expect_close(const at::Tensor& actual, const at::Tensor& expected, const st
   if (!expected.defined()) return;
   ASSERT_EQ(actual.sizes(), expected.sizes()) << what;
   ASSERT_EQ(actual.scalar_type(), expected.scalar_type()) << what;
-  EXPECT_TRUE(at::allclose(actual.detach(), expected.detach(), kRtol, kAtol))
-      << what << "\nactual:\n" << actual << "\nexpected:\n" << expected;
+  EXPECT_TRUE(at::allclose(actual.detach(), expected.detach(), kRtol, kAtol)) << what << "\nactual:\n"
+                                                                              << actual << "\nexpected:\n"
+                                                                              << expected;
 }
 
 // Every parameter's value and gradient and every buffer of `actual` equal `expected`'s.
@@ -264,8 +272,8 @@ TEST(AotModule, RefusesAModuleTypeWhoseMembersAreUnknown) {
   });
   // Compile errors reach the caller as the pipeline's StageError, naming the stage.
   EXPECT_THAT([&] { compiled({torch::randn({3})}); },
-              ::testing::ThrowsMessage<StageError>(::testing::AllOf(
-                  ::testing::HasSubstr("UndeclaredImpl"), ::testing::HasSubstr("register_tensor_members"))));
+              ::testing::ThrowsMessage<StageError>(::testing::AllOf(::testing::HasSubstr("UndeclaredImpl"),
+                                                                    ::testing::HasSubstr("register_tensor_members"))));
   EXPECT_TRUE(module->w.is_same(original));
   EXPECT_TRUE(module->named_parameters()["w"].is_same(original));
 }
@@ -306,8 +314,7 @@ TEST(AotModule, TheModuleIsRestoredWhenTheForwardThrows) {
 TEST(ReparametrizedModule, SwapsRegistryAndMembersAndRestoresThem) {
   auto module = ConvBn();
   const LiftedModuleState lifted = lifted_state(*module);
-  ASSERT_EQ(lifted.parameter_names,
-            (std::vector<std::string>{"conv.weight", "conv.bias", "bn.weight", "bn.bias"}));
+  ASSERT_EQ(lifted.parameter_names, (std::vector<std::string>{"conv.weight", "conv.bias", "bn.weight", "bn.bias"}));
   ASSERT_EQ(lifted.buffer_names,
             (std::vector<std::string>{"bn.running_mean", "bn.running_var", "bn.num_batches_tracked"}));
   TensorList replacements;
@@ -321,7 +328,8 @@ TEST(ReparametrizedModule, SwapsRegistryAndMembersAndRestoresThem) {
     EXPECT_TRUE(module->named_parameters()["bn.weight"].is_same(replacements[2]));
     EXPECT_TRUE(module->named_buffers()["bn.num_batches_tracked"].is_same(replacements[6]));
   }
-  for (std::size_t i = 0; i < lifted.size(); ++i) EXPECT_TRUE(lifted_state(*module).tensors[i].is_same(lifted.tensors[i]));
+  for (std::size_t i = 0; i < lifted.size(); ++i)
+    EXPECT_TRUE(lifted_state(*module).tensors[i].is_same(lifted.tensors[i]));
   EXPECT_TRUE(module->conv->weight.is_same(lifted.tensors[0]));
   EXPECT_TRUE(module->bn->running_var.is_same(lifted.tensors[5]));
   EXPECT_THROW(ReparametrizedModule(*module, TensorList(2)), std::invalid_argument);
@@ -373,9 +381,7 @@ TEST(AotModule, ConcurrentCompilesOfDifferentModulesAndOfOneModule) {
     threads.emplace_back([&, t] {
       try {
         results[t] = compiled[t]({inputs[t % kThreads]});
-      } catch (const std::exception& e) {
-        errors[t] = e.what();
-      }
+      } catch (const std::exception& e) { errors[t] = e.what(); }
     });
   for (auto& th : threads) th.join();
   for (std::size_t t = 0; t < compiled.size(); ++t) {

@@ -44,8 +44,8 @@ TEST(CompileBatch, CompilesEveryJobAndIsolatesTheFailingOne) {
   jobs.push_back({"broken", data_dependent, params({{5}}), {}});
   jobs.push_back({"sin_cos", sin_cos, params({{16}}), {}});
   std::atomic<int> progress_calls{0};
-  std::vector<CompileResult> results =
-      compile_batch(std::move(jobs), BatchOptions{.max_concurrency = 2, .progress = [&](const BatchProgress&) { ++progress_calls; }});
+  std::vector<CompileResult> results = compile_batch(
+      std::move(jobs), BatchOptions{.max_concurrency = 2, .progress = [&](const BatchProgress&) { ++progress_calls; }});
 
   ASSERT_EQ(results.size(), 3u);
   EXPECT_EQ(progress_calls.load(), 3);
@@ -91,7 +91,8 @@ TEST(CompileBatch, StopTokenCancelsJobsNotStarted) {
   }
 }
 
-constexpr const char* kGraphText = R"(graph affine_tanh(%x: f32[4, 3], %w: f32[3, 5] requires_grad, %b: f32[5] requires_grad):
+constexpr const char* kGraphText =
+    R"(graph affine_tanh(%x: f32[4, 3], %w: f32[3, 5] requires_grad, %b: f32[5] requires_grad):
   %mm: f32[4, 5] = aten::mm(%x, %w)
   %add: f32[4, 5] = aten::add.Tensor(%mm, %b)
   %tanh: f32[4, 5] = aten::tanh(%add)
@@ -174,9 +175,7 @@ TEST(CompilePipelineText, ErrorsNameWhatIsWrong) {
   try {
     compile_stage_registry().parse("metadata,partition(fastest)");
     FAIL() << "expected an error";
-  } catch (const PipelineParseError& e) {
-    EXPECT_THAT(e.what(), HasSubstr("partition"));
-  }
+  } catch (const PipelineParseError& e) { EXPECT_THAT(e.what(), HasSubstr("partition")); }
   EXPECT_THROW(partitioner_named("fastest"), std::invalid_argument);
   EXPECT_NO_THROW(compile_stage_registry().parse(default_compile_pipeline_text()));
 }

@@ -29,7 +29,6 @@
 #include <fstream>
 #include <mutex>
 
-
 namespace aotpipe {
 namespace {
 
@@ -71,7 +70,9 @@ FileJob file_job(const fs::path& path, std::shared_ptr<CompileCache> cache) {
   return out;
 }
 
-CompileOutput compile_job(const CompileJob& job) { return compile(job.name, job.fn, job.example_args, job.config, job.program); }
+CompileOutput compile_job(const CompileJob& job) {
+  return compile(job.name, job.fn, job.example_args, job.config, job.program);
+}
 
 // Every graph of a compile in the text form, and its metadata: what a hit must reproduce.
 std::string printed(const CompileState& s) {
@@ -95,7 +96,8 @@ std::vector<fs::path> corpus() {
 std::vector<std::string> check_hit_against_eager(const FileJob& f, const CompileOutput& hit) {
   if (f.prepared.program) {
     const ExportedProgram& program = *f.prepared.program;
-    return compare_with_eager(program.flat_function(), hit.runtime, [&program] { return cli::check_inputs(program, 1); });
+    return compare_with_eager(program.flat_function(), hit.runtime,
+                              [&program] { return cli::check_inputs(program, 1); });
   }
   const Graph& graph = *f.prepared.graph;
   return compare_with_eager(graph_function(f.prepared.graph), hit.runtime, [&graph] {
@@ -156,8 +158,8 @@ struct KeyCase {
   AotConfig config;
   std::string pipeline = default_compile_pipeline_text();
   std::string key(bool with_program = true) const {
-    const CacheKeyOrBypass k = make_cache_key(with_program ? graph.get() : nullptr, graph_function(graph), args,
-                                              config, pipeline);
+    const CacheKeyOrBypass k =
+        make_cache_key(with_program ? graph.get() : nullptr, graph_function(graph), args, config, pipeline);
     if (!k.key) throw std::runtime_error("bypassed: " + k.bypass_reason);
     return k.key->digest;
   }
@@ -168,7 +170,8 @@ const std::string kBase = KeyCase{}.key();
 TEST(CacheKey, IsDeterministicAndIgnoresValueAndGraphNames) {
   EXPECT_EQ(KeyCase{}.key(), kBase);
   KeyCase renamed;
-  renamed.graph = std::make_shared<Graph>(parse_graph(R"(graph other_name(%a: f32[4, 8] requires_grad, %b: f32[8, 3] requires_grad):
+  renamed.graph =
+      std::make_shared<Graph>(parse_graph(R"(graph other_name(%a: f32[4, 8] requires_grad, %b: f32[8, 3] requires_grad):
   %mm_out: f32[4, 3] = aten::mm(%a, %b)
   %result: f32[4, 3] = aten::relu(%mm_out)
   return (%result)
@@ -277,7 +280,9 @@ TEST(CacheKey, ChangesWithThePartitionerAndItsOptions) {
   EXPECT_EQ(c.key(), kBase);  // the default, named explicitly
 }
 
-Compiler renamed_interpreter(std::string identity) { return named_compiler(std::move(identity), backends::interpreter()); }
+Compiler renamed_interpreter(std::string identity) {
+  return named_compiler(std::move(identity), backends::interpreter());
+}
 
 TEST(CacheKey, ChangesWithEachCompilerIdentity) {
   std::set<std::string> keys{kBase};
@@ -325,7 +330,9 @@ TEST(CacheKey, ATracedFunctionKeysOnItsTrace) {
 
 TEST(CacheKey, CallablesWithoutIdentityAndUserStagesBypass) {
   KeyCase c;
-  c.config.fw_compiler = [](const Graph& g, const std::vector<TensorMeta>& metas) { return backends::interpreter()(g, metas); };
+  c.config.fw_compiler = [](const Graph& g, const std::vector<TensorMeta>& metas) {
+    return backends::interpreter()(g, metas);
+  };
   CacheKeyOrBypass k = make_cache_key(c.graph.get(), graph_function(c.graph), c.args, c.config, c.pipeline);
   EXPECT_FALSE(k.key);
   EXPECT_THAT(k.bypass_reason, HasSubstr("fw_compiler has no stable identity"));
@@ -355,13 +362,17 @@ TEST(CompileCache, AotFunctionsFirstCallHitsInANewFunction) {
   (void)first(inputs());
   EXPECT_EQ(rc.cache->counters().misses, 1u);
   const CompiledFunction second = aot_function(fn, config);  // a new process would do the same
-  EXPECT_THAT(compare_with_eager(fn, [&](const TensorList& a) { return second(a); }, inputs), ::testing::IsEmpty());
+  EXPECT_THAT(compare_with_eager(
+                  fn, [&](const TensorList& a) { return second(a); }, inputs),
+              ::testing::IsEmpty());
   EXPECT_EQ(rc.cache->counters().hits, 1u);
   EXPECT_EQ(second.compiled_state(inputs())->partition->forward.num_nodes(),
             first.compiled_state(inputs())->partition->forward.num_nodes());
 
   AotConfig lambda_config = config;
-  lambda_config.fw_compiler = [](const Graph& g, const std::vector<TensorMeta>& m) { return backends::interpreter()(g, m); };
+  lambda_config.fw_compiler = [](const Graph& g, const std::vector<TensorMeta>& m) {
+    return backends::interpreter()(g, m);
+  };
   const CompileOutput bypassed = compile("lambda", fn, inputs(), lambda_config);
   EXPECT_EQ(bypassed.cache.outcome, CacheOutcome::Bypassed);
   EXPECT_THAT(bypassed.cache.note, HasSubstr("no stable identity"));
@@ -440,7 +451,7 @@ TEST_F(DamagedEntry, AWellFormedEntryWithAMalformedArtifactIsRecompiled) {
   // A writer that computes a valid checksum over a payload that is not an artifact.
   const std::string bytes = read();
   const std::size_t payload_at = 8 + 4 + 4 + 32 + 8 + 32;  // magic, version, key length, key, length, checksum
-  const std::string cbor = "\xa1\x61\x78\x01";  // CBOR {"x": 1}, no tensor data
+  const std::string cbor = "\xa1\x61\x78\x01";             // CBOR {"x": 1}, no tensor data
   const std::uint64_t cbor_length = cbor.size();
   const std::string payload = std::string(reinterpret_cast<const char*>(&cbor_length), sizeof cbor_length) + cbor;
   std::string header = bytes.substr(0, 8 + 4 + 4 + 32);

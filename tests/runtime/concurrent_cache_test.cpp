@@ -19,7 +19,6 @@
 #include <sstream>
 #include <thread>
 
-
 namespace aotpipe {
 namespace {
 

@@ -45,9 +45,10 @@ at::Tensor randn(at::IntArrayRef sizes, at::Generator& gen, bool requires_grad =
 // input mutation, output aliasing, inference (nothing requires grad).
 std::vector<Case> cases() {
   std::vector<Case> c;
-  c.push_back({"mlp",
-               [](const TensorList& a) { return TensorList{at::relu(at::addmm(a[2], a[0], a[1])).sum(1)}; },
-               [](at::Generator& g) { return TensorList{randn({6, 8}, g), randn({8, 5}, g, true), randn({5}, g, true)}; }});
+  c.push_back({"mlp", [](const TensorList& a) { return TensorList{at::relu(at::addmm(a[2], a[0], a[1])).sum(1)}; },
+               [](at::Generator& g) {
+                 return TensorList{randn({6, 8}, g), randn({8, 5}, g, true), randn({5}, g, true)};
+               }});
   c.push_back({"sin_cos_chain", [](const TensorList& a) { return TensorList{(a[0].sin() * a[0].cos()).exp()}; },
                [](at::Generator& g) { return TensorList{randn({17}, g, true)}; }});
   c.push_back({"softmax_attention",
@@ -63,26 +64,38 @@ std::vector<Case> cases() {
                  a[1].mul_(0.5).add_(a[0].detach().mean(0));
                  return TensorList{(a[0] * a[1]).tanh()};
                },
-               [](at::Generator& g) { return TensorList{randn({3, 4}, g, true), randn({4}, g)}; }});
+               [](at::Generator& g) {
+                 return TensorList{randn({3, 4}, g, true), randn({4}, g)};
+               }});
   c.push_back({"outputs_alias_input_and_intermediate",
                [](const TensorList& a) {
                  at::Tensor y = a[0] * 3;
                  return TensorList{a[0].view(-1), y.t(), y.sigmoid()};
                },
-               [](at::Generator& g) { return TensorList{randn({2, 5}, g, true)}; }});
+               [](at::Generator& g) {
+                 return TensorList{randn({2, 5}, g, true)};
+               }});
   c.push_back({"layer_norm_like",
                [](const TensorList& a) {
                  at::Tensor centered = a[0] - a[0].mean(-1, /*keepdim=*/true);
                  at::Tensor normed = centered / (centered.pow(2).mean(-1, true) + 1e-5).sqrt();
                  return TensorList{normed * a[1] + a[2]};
                },
-               [](at::Generator& g) { return TensorList{randn({4, 6}, g, true), randn({6}, g, true), randn({6}, g, true)}; }});
+               [](at::Generator& g) {
+                 return TensorList{randn({4, 6}, g, true), randn({6}, g, true), randn({6}, g, true)};
+               }});
   c.push_back({"inference_only",
-               [](const TensorList& a) { return TensorList{at::cumsum(a[0], 1), a[0].abs().max()}; },
-               [](at::Generator& g) { return TensorList{randn({3, 7}, g)}; }});
+               [](const TensorList& a) {
+                 return TensorList{at::cumsum(a[0], 1), a[0].abs().max()};
+               },
+               [](at::Generator& g) {
+                 return TensorList{randn({3, 7}, g)};
+               }});
   c.push_back({"broadcast_and_reduce",
                [](const TensorList& a) { return TensorList{(a[0].unsqueeze(1) - a[1].unsqueeze(0)).pow(2).sum(-1)}; },
-               [](at::Generator& g) { return TensorList{randn({5, 3}, g, true), randn({4, 3}, g, true)}; }});
+               [](at::Generator& g) {
+                 return TensorList{randn({5, 3}, g, true), randn({4, 3}, g, true)};
+               }});
   return c;
 }
 
@@ -105,9 +118,7 @@ void run_together(int n, const std::function<void(int)>& body) {
       start.arrive_and_wait();
       try {
         body(t);
-      } catch (const std::exception& e) {
-        ADD_FAILURE() << "thread " << t << ": " << e.what();
-      }
+      } catch (const std::exception& e) { ADD_FAILURE() << "thread " << t << ": " << e.what(); }
     });
   }
   for (auto& thread : threads) thread.join();
@@ -119,7 +130,8 @@ TEST(ConcurrentCompile, EachThreadCompilesAndRunsADifferentFunction) {
   run_together(kThreads, [&](int t) {
     const Case& c = all[t];
     AotConfig config;
-    config.partition_fn = t % 2 ? partitioners::default_partition() : partitioners::min_cut_rematerialization_partition();
+    config.partition_fn =
+        t % 2 ? partitioners::default_partition() : partitioners::min_cut_rematerialization_partition();
     CompiledFunction compiled = aot_function(c.fn, config);
     testing::expect_matches_eager(c.fn, compiled, seeded(c.make_inputs, 100 + t), c.name);
     testing::expect_matches_eager(c.fn, compiled, seeded(c.make_inputs, 200 + t), c.name + " (second call)");
@@ -153,8 +165,9 @@ TEST(ConcurrentCompile, CompileBatchThenRunEveryFunctionOnItsOwnThread) {
   for (const CompileResult& r : results) ASSERT_TRUE(r.ok()) << r.name << ": " << r.message;
   run_together(static_cast<int>(all.size()), [&](int t) {
     const RuntimeFn& runtime = results[t].output->runtime;
-    testing::expect_matches_eager(all[t].fn, [&](const TensorList& a) { return runtime(a); },
-                                  seeded(all[t].make_inputs, 500 + t), all[t].name + " (compile_batch)");
+    testing::expect_matches_eager(
+        all[t].fn, [&](const TensorList& a) { return runtime(a); }, seeded(all[t].make_inputs, 500 + t),
+        all[t].name + " (compile_batch)");
   });
 }
 

@@ -64,15 +64,15 @@ void expect_all_graphs(const Compiled& c, const std::function<bool(const Value*)
 }
 
 TEST(DeviceCompile, FactoriesTakeTheInputsDevice) {
-  auto c = compile_training(
-      "factories",
-      [](const TensorList& a) {
-        const at::Tensor& x = a[0];
-        at::Tensor y = x * at::ones_like(x) + at::zeros({4, 8}, x.options()) + at::arange(8, x.options()) +
-                       x.new_zeros({4, 8}) + at::empty_like(x).fill_(1) + at::full_like(x, 2.0);
-        return TensorList{(y * at::rand_like(x)).sum()};
-      },
-      {on(kCuda0, {4, 8}, true)});
+  auto c = compile_training("factories",
+                            [](const TensorList& a) {
+                              const at::Tensor& x = a[0];
+                              at::Tensor y = x * at::ones_like(x) + at::zeros({4, 8}, x.options()) +
+                                             at::arange(8, x.options()) + x.new_zeros({4, 8}) +
+                                             at::empty_like(x).fill_(1) + at::full_like(x, 2.0);
+                              return TensorList{(y * at::rand_like(x)).sum()};
+                            },
+                            {on(kCuda0, {4, 8}, true)});
   expect_all_graphs(c, all_cuda);
   std::ostringstream text;
   text << c.forward();
@@ -81,12 +81,12 @@ TEST(DeviceCompile, FactoriesTakeTheInputsDevice) {
 }
 
 TEST(DeviceCompile, ToBFloat16ThenMmForwardAndBackward) {
-  auto c = compile_training(
-      "bf16_mm",
-      [](const TensorList& a) {
-        return TensorList{at::mm(a[0].to(at::kBFloat16), a[1].to(at::kBFloat16)).to(at::kFloat).sum()};
-      },
-      {on(kCuda0, {8, 16}, true), on(kCuda0, {16, 4}, true)});
+  auto c =
+      compile_training("bf16_mm",
+                       [](const TensorList& a) {
+                         return TensorList{at::mm(a[0].to(at::kBFloat16), a[1].to(at::kBFloat16)).to(at::kFloat).sum()};
+                       },
+                       {on(kCuda0, {8, 16}, true), on(kCuda0, {16, 4}, true)});
   expect_all_graphs(c, all_cuda);
   std::size_t bf16_values = 0;
   for (const Node* n : c.backward().nodes())
@@ -103,8 +103,8 @@ TEST(DeviceCompile, ConvBatchNormTraining) {
         y = at::batch_norm(y, a[3], a[4], a[5], a[6], /*training=*/true, 0.1, 1e-5, /*cudnn_enabled=*/true);
         return TensorList{at::relu(y).sum()};
       },
-      {on(kCuda0, {2, 3, 8, 8}, true), on(kCuda0, {4, 3, 3, 3}, true), on(kCuda0, {4}, true),
-       on(kCuda0, {4}, true), on(kCuda0, {4}, true), on(kCuda0, {4}), on(kCuda0, {4})});
+      {on(kCuda0, {2, 3, 8, 8}, true), on(kCuda0, {4, 3, 3, 3}, true), on(kCuda0, {4}, true), on(kCuda0, {4}, true),
+       on(kCuda0, {4}, true), on(kCuda0, {4}), on(kCuda0, {4})});
   expect_all_graphs(c, all_cuda);
   // The running statistics are mutated inputs (cudnn_batch_norm decomposed as PyTorch does).
   const auto& info = c.output.state->meta.input_info;
@@ -115,15 +115,18 @@ TEST(DeviceCompile, ConvBatchNormTraining) {
 
 TEST(DeviceCompile, LogSoftmaxNllLossWithCpuScalarScale) {
   auto c = compile_training(
-      "nll_scaled",
-      [](const TensorList& a) { return TensorList{at::nll_loss(at::log_softmax(a[0], 1), a[1]) * a[2]}; },
+      "nll_scaled", [](const TensorList& a) { return TensorList{at::nll_loss(at::log_softmax(a[0], 1), a[1]) * a[2]}; },
       {on(kCuda0, {6, 10}, true), on(kCuda0, {6}, false, at::kLong), on(kCpu, {}, false)});
   // Only the 0-dim CPU scale stays on the CPU (as an input, or saved for the backward as is).
-  auto scale_only = [](const Value* v) { return v->meta()->sizes.empty() && v->is_input() && v->name().find("3") != std::string::npos; };
+  auto scale_only = [](const Value* v) {
+    return v->meta()->sizes.empty() && v->is_input() && v->name().find("3") != std::string::npos;
+  };
   expect_devices(c.joint(), scale_only);
   expect_devices(c.forward(), [](const Value* v) { return v->is_input() && v->name() == "primals_3"; });
   // The backward reads the scale: it is a saved value on the CPU, 0-dim.
-  expect_devices(c.backward(), [](const Value* v) { return v->is_input() && v->meta()->sizes.empty() && v->meta()->device.is_cpu(); });
+  expect_devices(c.backward(), [](const Value* v) {
+    return v->is_input() && v->meta()->sizes.empty() && v->meta()->device.is_cpu();
+  });
   std::size_t cuda_outputs = 0;
   for (const Value* out : c.forward().outputs()) cuda_outputs += out->meta()->device == kCuda0 ? 1 : 0;
   EXPECT_GT(cuda_outputs, 0u);
@@ -131,14 +134,14 @@ TEST(DeviceCompile, LogSoftmaxNllLossWithCpuScalarScale) {
 
 TEST(DeviceCompile, LstmCellTakesTheFusedCudaKernel) {
   // On CUDA, lstm_cell is _thnn_fused_lstm_cell (no CPU kernel): traced with aotpipe's Meta kernels.
-  auto c = compile_training(
-      "lstm_cell",
-      [](const TensorList& a) {
-        auto [h, cell] = at::lstm_cell(a[0], {a[1], a[2]}, a[3], a[4], a[5], a[6]);
-        return TensorList{(h * cell).sum()};
-      },
-      {on(kCuda0, {4, 8}, true), on(kCuda0, {4, 16}), on(kCuda0, {4, 16}), on(kCuda0, {64, 8}, true),
-       on(kCuda0, {64, 16}, true), on(kCuda0, {64}, true), on(kCuda0, {64}, true)});
+  auto c =
+      compile_training("lstm_cell",
+                       [](const TensorList& a) {
+                         auto [h, cell] = at::lstm_cell(a[0], {a[1], a[2]}, a[3], a[4], a[5], a[6]);
+                         return TensorList{(h * cell).sum()};
+                       },
+                       {on(kCuda0, {4, 8}, true), on(kCuda0, {4, 16}), on(kCuda0, {4, 16}), on(kCuda0, {64, 8}, true),
+                        on(kCuda0, {64, 16}, true), on(kCuda0, {64}, true), on(kCuda0, {64}, true)});
   expect_all_graphs(c, all_cuda);
   std::set<std::string> ops;
   for (const Node* n : c.joint().nodes()) ops.insert(n->qualified_name());
@@ -164,8 +167,11 @@ TEST(DeviceCompile, MixedDevicesAreRejectedNamingOpAndInputs) {
     EXPECT_THAT(e.what(), ::testing::HasSubstr("cuda:1"));
   }
   // A 0-dim CPU tensor with a CUDA tensor is fine in either order, and so is copy_ across devices.
-  Graph g = trace([](const TensorList& a) { return TensorList{a[1] * a[0], a[0] * a[1]}; },
-                  {on(kCpu, {}), on(kCuda0, {3})});
+  Graph g = trace(
+      [](const TensorList& a) {
+        return TensorList{a[1] * a[0], a[0] * a[1]};
+      },
+      {on(kCpu, {}), on(kCuda0, {3})});
   for (const Value* out : g.outputs()) EXPECT_EQ(out->meta()->device, kCuda0);
   TraceOptions functional;
   functional.functionalize = true;
@@ -188,8 +194,8 @@ TEST(DeviceCompile, CpuFallbackKeepsTheReportedDevice) {
 }
 
 TEST(DeviceCompile, CallingWithTensorsElsewhereIsAClearError) {
-  CompileOutput out = compile("sin_cuda", [](const TensorList& a) { return TensorList{a[0].sin()}; },
-                              {on(kCuda0, {3})});
+  CompileOutput out =
+      compile("sin_cuda", [](const TensorList& a) { return TensorList{a[0].sin()}; }, {on(kCuda0, {3})});
   try {
     out.runtime({at::randn({3})});
     FAIL() << "expected an error";

@@ -12,7 +12,7 @@
 namespace aotpipe::testing {
 
 void expect_matches_eager(const Function& eager, const std::function<TensorList(const TensorList&)>& compiled,
-                          const std::function<TensorList()>& make_inputs, const std::string& label,
-                          double rtol = 1e-4, double atol = 1e-5);
+                          const std::function<TensorList()>& make_inputs, const std::string& label, double rtol = 1e-4,
+                          double atol = 1e-5);
 
 }  // namespace aotpipe::testing

@@ -75,8 +75,7 @@ TEST_P(ZooTest, CompilesWithoutCpuFallbackOnCpuAndCuda) {
       const Graph& forward = training ? out.state->partition->forward : *out.state->inference_graph;
       ASSERT_FALSE(forward.inputs().empty());
       EXPECT_EQ(forward.inputs()[0]->meta()->device, device);
-      if (model.inputs[0].sizes.size() > 1 && !optimizer_step)
-        EXPECT_EQ(forward.inputs()[0]->meta()->sizes[0], batch);
+      if (model.inputs[0].sizes.size() > 1 && !optimizer_step) EXPECT_EQ(forward.inputs()[0]->meta()->sizes[0], batch);
     }
 }
 
@@ -150,10 +149,14 @@ TEST(CpuFallbackTest, AllowedFallbackIsCountedPerOpAndTrace) {
 TEST(LstmDecompositionTest, ProjectionsKeepTheirGradients) {
   constexpr int64_t batch = 2, steps = 3, features = 4, hidden = 6, proj = 3;
   at::manual_seed(0);
-  const TensorList inputs = {at::randn({steps, batch, features}), at::randn({1, batch, proj}),
-                             at::randn({1, batch, hidden}),     at::randn({4 * hidden, features}).requires_grad_(),
-                             at::randn({4 * hidden, proj}).requires_grad_(), at::randn({4 * hidden}).requires_grad_(),
-                             at::randn({4 * hidden}).requires_grad_(),       at::randn({proj, hidden}).requires_grad_()};
+  const TensorList inputs = {at::randn({steps, batch, features}),
+                             at::randn({1, batch, proj}),
+                             at::randn({1, batch, hidden}),
+                             at::randn({4 * hidden, features}).requires_grad_(),
+                             at::randn({4 * hidden, proj}).requires_grad_(),
+                             at::randn({4 * hidden}).requires_grad_(),
+                             at::randn({4 * hidden}).requires_grad_(),
+                             at::randn({proj, hidden}).requires_grad_()};
   auto fresh = [&] {
     TensorList copy;
     for (const at::Tensor& t : inputs) copy.push_back(t.detach().clone().requires_grad_(t.requires_grad()));

@@ -91,29 +91,40 @@ std::vector<SignatureCase> signature_cases() {
                [](torch::nn::Module& m, const TensorList& a) {
                  return TensorList{squared_error(dynamic_cast<MlpImpl&>(m).forward(a[0]), a[1])};
                },
-               [] { return TensorList{torch::randn({5, 6}).requires_grad_(), torch::randn({5, 4})}; }, 0});
+               [] {
+                 return TensorList{torch::randn({5, 6}).requires_grad_(), torch::randn({5, 4})};
+               },
+               0});
   c.push_back({"conv_bn_train", [] { return ConvBn().ptr(); },
                [](torch::nn::Module& m, const TensorList& a) {
                  return TensorList{squared_error(dynamic_cast<ConvBnImpl&>(m).forward(a[0]).relu(), a[1])};
                },
-               [] { return TensorList{torch::randn({2, 2, 5, 5}), torch::randn({2, 3, 3, 3})}; }, 0});
-  c.push_back({"conv_bn_eval",
                [] {
-                 auto m = ConvBn();
-                 m->eval();
-                 return m.ptr();
+                 return TensorList{torch::randn({2, 2, 5, 5}), torch::randn({2, 3, 3, 3})};
                },
-               [](torch::nn::Module& m, const TensorList& a) {
-                 return TensorList{dynamic_cast<ConvBnImpl&>(m).forward(a[0])};
-               },
-               [] { return TensorList{torch::randn({2, 2, 5, 5})}; }, std::nullopt});
+               0});
+  c.push_back(
+      {"conv_bn_eval",
+       [] {
+         auto m = ConvBn();
+         m->eval();
+         return m.ptr();
+       },
+       [](torch::nn::Module& m, const TensorList& a) { return TensorList{dynamic_cast<ConvBnImpl&>(m).forward(a[0])}; },
+       [] {
+         return TensorList{torch::randn({2, 2, 5, 5})};
+       },
+       std::nullopt});
   c.push_back({"mutate_user_input", [] { return LinearWithSteps().ptr(); },
                [](torch::nn::Module& mod, const TensorList& a) {
                  auto& m = dynamic_cast<LinearWithStepsImpl&>(mod);
                  a[0].add_(1);
                  return TensorList{m.fc(a[0]) * m.scale};
                },
-               [] { return TensorList{torch::randn({2, 4})}; }, std::nullopt});
+               [] {
+                 return TensorList{torch::randn({2, 4})};
+               },
+               std::nullopt});
   c.push_back({"buffer_and_input_mutation", [] { return LinearWithSteps().ptr(); },
                [](torch::nn::Module& mod, const TensorList& a) {
                  auto& m = dynamic_cast<LinearWithStepsImpl&>(mod);
@@ -122,7 +133,10 @@ std::vector<SignatureCase> signature_cases() {
                  at::Tensor loss = (m.fc(a[0]) * m.scale * a[1]).sum();
                  return TensorList{a[1] * 3, loss};
                },
-               [] { return TensorList{torch::randn({2, 4}), torch::randn({3})}; }, 1});
+               [] {
+                 return TensorList{torch::randn({2, 4}), torch::randn({3})};
+               },
+               1});
   return c;
 }
 
@@ -142,8 +156,8 @@ std::optional<std::size_t> input_position(const json& specs, const json& name) {
 // compares by that input's position.
 void expect_same_specs(const json& ours, const json& python, const std::string& label) {
   for (const char* side : {"input_specs", "output_specs"}) {
-    ASSERT_EQ(ours[side].size(), python[side].size()) << label << " " << side << "\nours:   " << ours[side].dump()
-                                                      << "\npython: " << python[side].dump();
+    ASSERT_EQ(ours[side].size(), python[side].size())
+        << label << " " << side << "\nours:   " << ours[side].dump() << "\npython: " << python[side].dump();
     for (std::size_t i = 0; i < ours[side].size(); ++i) {
       const json& o = ours[side][i];
       const json& p = python[side][i];
@@ -218,7 +232,8 @@ TEST_P(GraphSignatureVsPython, KindsTargetsAndPositionsMatch) {
   const auto backward = sig.backward_signature();
   ASSERT_EQ(backward.has_value(), c.loss_index.has_value()) << c.name;
   if (backward) {
-    const std::size_t loss_position = sig.buffers_to_mutate().size() + sig.user_inputs_to_mutate().size() + *c.loss_index;
+    const std::size_t loss_position =
+        sig.buffers_to_mutate().size() + sig.user_inputs_to_mutate().size() + *c.loss_index;
     EXPECT_EQ(backward->loss_output, sig.output_specs[loss_position].arg.name);
     std::size_t params_requiring_grad = 0;
     for (const at::Tensor& t : lifted.tensors) params_requiring_grad += t.requires_grad() ? 1 : 0;
@@ -256,8 +271,11 @@ TEST(GraphSignature, RefusesALossThatDoesNotFit) {
   CompiledModule not_scalar = aot_module(Mlp(6, 8, 4).ptr(), [](torch::nn::Module& m, const TensorList& a) {
     return TensorList{dynamic_cast<MlpImpl&>(m).forward(a[0])};
   });
-  EXPECT_THAT([&] { not_scalar.graph_signature({torch::randn({5, 6})}, 0); },
-              ::testing::ThrowsMessage<std::invalid_argument>(::testing::HasSubstr("not a loss")));
+  EXPECT_THAT(
+      [&] {
+        not_scalar.graph_signature({torch::randn({5, 6})}, 0);
+      },
+      ::testing::ThrowsMessage<std::invalid_argument>(::testing::HasSubstr("not a loss")));
   // Without a loss, a training compile still lists its gradients but has no backward signature.
   const ExportGraphSignature no_loss = not_scalar.graph_signature({torch::randn({5, 6})});
   EXPECT_FALSE(no_loss.backward_signature().has_value());
@@ -273,8 +291,11 @@ TEST(GraphSignature, RefusesACompileWhoseInputsWereDeduplicated) {
   });
   torch::NoGradGuard no_grad;
   const at::Tensor x = torch::randn({2, 4});
-  EXPECT_THAT([&] { compiled.graph_signature({x, x}); },
-              ::testing::ThrowsMessage<std::invalid_argument>(::testing::HasSubstr("one graph input per input")));
+  EXPECT_THAT(
+      [&] {
+        compiled.graph_signature({x, x});
+      },
+      ::testing::ThrowsMessage<std::invalid_argument>(::testing::HasSubstr("one graph input per input")));
 }
 
 }  // namespace

@@ -51,8 +51,8 @@ class RedisServer {
  public:
   RedisServer() : port_(free_port()) {
     const std::string port = std::to_string(port_);
-    std::vector<std::string> args = {"redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "",
-                                     "--appendonly", "no", "--loglevel", "warning"};
+    std::vector<std::string> args = {"redis-server", "--port", port,         "--bind", "127.0.0.1", "--save", "",
+                                     "--appendonly", "no",     "--loglevel", "warning"};
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -72,9 +72,7 @@ class RedisServer {
       try {
         (void)redis_remote_cache(url())->get("ping");
         return true;
-      } catch (const RemoteCacheError&) {
-        std::this_thread::yield();
-      }
+      } catch (const RemoteCacheError&) { std::this_thread::yield(); }
     }
     return false;
   }
@@ -112,7 +110,7 @@ CompileOutput compile_program(int k, std::shared_ptr<CompileCache> cache) {
   %z: f32[] = aten::sum(%y)
   return (%z)
 )",
-                                                                      k + 1)));
+                                                                     k + 1)));
   AotConfig config;
   config.cache = std::move(cache);
   return compile(fmt::format("p{}", k), graph_function(graph), metadata_example_args(*graph), config, graph);

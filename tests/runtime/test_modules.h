@@ -21,7 +21,9 @@ TORCH_MODULE(Mlp);
 // Conv2d(2, 3, 3) -> BatchNorm2d(3): BatchNorm's running statistics are buffers the forward
 // updates in training mode.
 struct ConvBnImpl : torch::nn::Module {
-  ConvBnImpl() : conv(register_module("conv", torch::nn::Conv2d(2, 3, 3))), bn(register_module("bn", torch::nn::BatchNorm2d(3))) {}
+  ConvBnImpl()
+      : conv(register_module("conv", torch::nn::Conv2d(2, 3, 3))),
+        bn(register_module("bn", torch::nn::BatchNorm2d(3))) {}
   at::Tensor forward(const at::Tensor& x) { return bn(conv(x)); }
   torch::nn::Conv2d conv;
   torch::nn::BatchNorm2d bn;

@@ -29,10 +29,18 @@ struct ReplayCase {
 std::vector<ReplayCase> cases() {
   auto leaf = [](std::vector<int64_t> s) { return at::randn(s).requires_grad_(true); };
   return {
-      {"transpose_of_input", [](const TensorList& a) { return TensorList{a[0].t()}; }, [=] { return TensorList{leaf({3, 4})}; }},
+      {"transpose_of_input", [](const TensorList& a) { return TensorList{a[0].t()}; },
+       [=] {
+         return TensorList{leaf({3, 4})};
+       }},
       {"select_of_transpose_of_input", [](const TensorList& a) { return TensorList{a[0].transpose(0, 1)[1]}; },
-       [=] { return TensorList{leaf({3, 4})}; }},
-      {"unsqueeze_expand_of_input", [](const TensorList& a) { return TensorList{a[0].unsqueeze(0).expand({2, 5})}; },
+       [=] {
+         return TensorList{leaf({3, 4})};
+       }},
+      {"unsqueeze_expand_of_input",
+       [](const TensorList& a) {
+         return TensorList{a[0].unsqueeze(0).expand({2, 5})};
+       },
        [=] { return TensorList{leaf({5})}; }},
       {"narrow_and_view_of_intermediate",
        [](const TensorList& a) {
@@ -88,9 +96,7 @@ INSTANTIATE_TEST_SUITE_P(Cases, ViewReplayTest, ::testing::ValuesIn(cases()),
                          [](const auto& info) { return info.param.name; });
 
 TEST(ViewReplay, MetadataRecordsTheViewChainOfAliasedOutputsOnly) {
-  const Function fn = [](const TensorList& a) {
-    return TensorList{a[0].t().unsqueeze(0), a[0] * 2, a[0]};
-  };
+  const Function fn = [](const TensorList& a) { return TensorList{a[0].t().unsqueeze(0), a[0] * 2, a[0]}; };
   ViewAndMutationMeta meta = collect_metadata(fn, {at::randn({2, 3}).requires_grad_(true)});
   ASSERT_EQ(meta.output_info.size(), 3u);
   ASSERT_TRUE(meta.output_info[0].view_replay.has_value());
@@ -104,8 +110,7 @@ TEST(ViewReplay, MetadataRecordsTheViewChainOfAliasedOutputsOnly) {
 }
 
 TEST(ViewReplay, FallsBackToAsStridedWhenTheChainDoesNotFitTheBase) {
-  const Graph graph = parse_graph(
-      "graph g(%x: f32[2, 3]):\n  %t: f32[3, 2] = aten::t(%x)\n  return (%t)\n");
+  const Graph graph = parse_graph("graph g(%x: f32[2, 3]):\n  %t: f32[3, 2] = aten::t(%x)\n  return (%t)\n");
   std::optional<ViewReplay> replay = extract_view_replay(graph, graph.outputs()[0]);
   ASSERT_TRUE(replay.has_value());
   // A 1-d base: aten::t gives a 1-d result, not the 3x2 target, so as_strided is used.

@@ -19,8 +19,8 @@ void print_table(const std::vector<GraphRow>& rows, const std::vector<std::strin
   for (const GraphRow& r : rows) name_width = std::max(name_width, r.name.size());
   fmt::print("{:<{}} {:>6} {:>5} {:>5}", "graph", name_width, "ops", "fw", "bw");
   for (const std::string& s : stages) fmt::print(" {:>{}}", s, std::max<std::size_t>(s.size(), 7));
-  fmt::print(" {:>9} {:>8} {:>8} {:>14} {:>14}  {}\n", "total ms", "fallback", "cache", "saved default", "saved min_cut",
-             "result");
+  fmt::print(" {:>9} {:>8} {:>8} {:>14} {:>14}  {}\n", "total ms", "fallback", "cache", "saved default",
+             "saved min_cut", "result");
   for (const GraphRow& r : rows) {
     const GraphSummary* s = r.summary ? &*r.summary : nullptr;
     fmt::print("{:<{}} {:>6} {:>5} {:>5}", r.name, name_width, s ? std::to_string(s->ops) : "-",
@@ -102,7 +102,6 @@ void print_summary(const std::vector<GraphRow>& rows, double wall_seconds, const
   }
 }
 
-
 // ---- rows as JSON (the shard manifests of `aotpipe compile --shard`) ------------------------
 
 namespace {
@@ -121,16 +120,11 @@ std::optional<PartitionNumbers> partition_numbers_from_json(const nlohmann::json
 }  // namespace
 
 nlohmann::json to_json(const GraphRow& row) {
-  nlohmann::json j = {{"file", row.file},
-                      {"name", row.name},
-                      {"stage_ms", row.stage_ms},
-                      {"cpu_fallbacks", row.cpu_fallbacks},
-                      {"total_ms", row.total_ms},
-                      {"failed_stage", row.failed_stage},
-                      {"message", row.message},
-                      {"origin", row.origin},
-                      {"cache", row.cache},
-                      {"summary", nullptr}};
+  nlohmann::json j = {{"file", row.file},         {"name", row.name},
+                      {"stage_ms", row.stage_ms}, {"cpu_fallbacks", row.cpu_fallbacks},
+                      {"total_ms", row.total_ms}, {"failed_stage", row.failed_stage},
+                      {"message", row.message},   {"origin", row.origin},
+                      {"cache", row.cache},       {"summary", nullptr}};
   if (row.summary) {
     const GraphSummary& s = *row.summary;
     j["summary"] = {{"training", s.training},

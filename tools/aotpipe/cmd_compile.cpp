@@ -74,14 +74,12 @@ struct CompileOptions {
   uint64_t seed = 0;
   std::string device;  // empty: as the graph files say
   bool no_cpu_fallback = false;
-  std::string shard;     // "K/N": compile only that shard of the batch
-  std::string manifest;  // where the shard's manifest goes (default: <out>/shards/shard-K-of-N.json)
+  std::string shard;      // "K/N": compile only that shard of the batch
+  std::string manifest;   // where the shard's manifest goes (default: <out>/shards/shard-K-of-N.json)
   std::string cache_dir;  // empty: CompileCache::default_directory()
   bool no_cache = false;
   std::string remote_cache;  // redis://HOST:PORT: the cache's shared level
 };
-
-
 
 // Runs the compiled function against the graph run eagerly on fresh random inputs (a .pt2: on
 // copies of its state and its sample inputs).
@@ -109,7 +107,7 @@ std::string host_name() {
 struct BatchContext {
   const CompileOptions& options;
   const JobSettings& settings;
-  const std::vector<GraphFile>& files;    // the whole batch
+  const std::vector<GraphFile>& files;  // the whole batch
   // Its graph names as each file declares them (graph_name_hint), made unique across the batch in
   // batch order: the same on every rank and shard, so output folders never collide. A file that
   // declares a name claims it even when it then fails to load.
@@ -135,7 +133,8 @@ void fill_row(const BatchContext& ctx, const PreparedGraph& prepared, CompileRes
       row.stage_ms[s.stage] += std::chrono::duration<double, std::milli>(s.elapsed).count();
   if (result.output) row.cache = std::string(to_string(result.output->cache.outcome));
   if (!result.ok()) {
-    row.failed_stage = result.failed_stage.empty() ? std::string(to_string(result.status)) : result.failed_stage + " stage";
+    row.failed_stage =
+        result.failed_stage.empty() ? std::string(to_string(result.status)) : result.failed_stage + " stage";
     row.message = strip_backtrace(result.message);
     return;
   }
@@ -187,8 +186,10 @@ std::vector<IndexedRow> compile_chunk(const BatchContext& ctx, const std::vector
     row.file = ctx.files[index].path.string();
     prepared[i] = prepare(ctx.files[index], ctx.settings, row);
     row.name = ctx.names[index];
-    if (prepared[i].job) prepared[i].job->name = row.name;
-    else ctx.report(row.name, false);
+    if (prepared[i].job)
+      prepared[i].job->name = row.name;
+    else
+      ctx.report(row.name, false);
   });
   std::vector<CompileJob> jobs;
   std::vector<std::size_t> row_of_job;
@@ -197,8 +198,9 @@ std::vector<IndexedRow> compile_chunk(const BatchContext& ctx, const std::vector
     jobs.push_back(std::move(*prepared[i].job));
     row_of_job.push_back(i);
   }
-  BatchOptions batch{.max_concurrency = ctx.threads,
-                     .progress = [&ctx](const BatchProgress& p) { ctx.report(p.job, p.status == JobStatus::Succeeded); }};
+  BatchOptions batch{.max_concurrency = ctx.threads, .progress = [&ctx](const BatchProgress& p) {
+                       ctx.report(p.job, p.status == JobStatus::Succeeded);
+                     }};
   if (ctx.trace) batch.hooks.add(ctx.trace);
   std::vector<CompileResult> results = compile_batch(std::move(jobs), ctx.pipeline, ctx.scheduler, std::move(batch));
   for_each_on_pool(ctx.scheduler, results.size(), ctx.threads, [&](std::size_t j) {
@@ -209,8 +211,8 @@ std::vector<IndexedRow> compile_chunk(const BatchContext& ctx, const std::vector
 
 // Compiles the chunks `next_chunk` hands out (an empty one: no more) on `lanes` threads, so that
 // while one chunk's last graphs finish the next chunk already fills the pool. Rows in batch order.
-std::vector<IndexedRow> compile_chunks(const BatchContext& ctx, const std::function<std::vector<std::size_t>()>& next_chunk,
-                                       std::size_t lanes) {
+std::vector<IndexedRow> compile_chunks(const BatchContext& ctx,
+                                       const std::function<std::vector<std::size_t>()>& next_chunk, std::size_t lanes) {
   std::mutex mutex;
   std::vector<IndexedRow> rows;
   std::exception_ptr error;
@@ -285,9 +287,16 @@ int run_compile(const CompileOptions& options) {
     progress.update(shown);
   };
   auto trace = options.trace_file.empty() ? nullptr : std::make_shared<ChromeTraceRecorder>();
-  BatchContext ctx{options, settings, files, names, pipeline, scheduler, threads,
+  BatchContext ctx{options,
+                   settings,
+                   files,
+                   names,
+                   pipeline,
+                   scheduler,
+                   threads,
                    std::set<std::string>(stage_columns.begin(), stage_columns.end()),
-                   effective_partitioner(options.pipeline, options.partitioner), trace,
+                   effective_partitioner(options.pipeline, options.partitioner),
+                   trace,
                    [&](std::string_view name, bool ok) {
                      if (reporter) return show(name, ok);
                      mpi->send_progress(ok, std::string(name));
@@ -298,7 +307,8 @@ int run_compile(const CompileOptions& options) {
   std::vector<std::string> received;  // rank 0: the other ranks' manifests
   if (!mpi) {
     std::atomic<bool> taken = false;  // one chunk: everything this process compiles
-    compiled = compile_chunks(ctx, [&] { return taken.exchange(true) ? std::vector<std::size_t>() : mine; }, 1);
+    compiled = compile_chunks(
+        ctx, [&] { return taken.exchange(true) ? std::vector<std::size_t>() : mine; }, 1);
   } else {
     // Each chunk fills this rank's pool at least twice; two lanes overlap one chunk's tail with the next.
     const std::size_t at_least = 2 * threads;
@@ -312,14 +322,16 @@ int run_compile(const CompileOptions& options) {
       });
       std::exception_ptr error;
       try {
-        compiled = compile_chunks(ctx, [&] { return dispenser.next(at_least); }, 2);
+        compiled = compile_chunks(
+            ctx, [&] { return dispenser.next(at_least); }, 2);
       } catch (...) {
         error = std::current_exception();  // the other ranks still drain the dispenser, so serve() ends
       }
       server.join();
       if (error) std::rethrow_exception(error);
     } else {
-      compiled = compile_chunks(ctx, [&] { return mpi->request_chunk(at_least); }, 2);
+      compiled = compile_chunks(
+          ctx, [&] { return mpi->request_chunk(at_least); }, 2);
     }
   }
   double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -362,9 +374,8 @@ int run_compile(const CompileOptions& options) {
     print_summary(rows, wall, fmt::format("{} worker threads", threads));
   }
   if (shard && !mpi) {
-    const std::filesystem::path path = options.manifest.empty()
-                                           ? default_manifest_path(options.out_dir, *shard)
-                                           : std::filesystem::path(options.manifest);
+    const std::filesystem::path path = options.manifest.empty() ? default_manifest_path(options.out_dir, *shard)
+                                                                : std::filesystem::path(options.manifest);
     write_manifest(path, *manifest);
     fmt::print("\nShard {}/{}: {} of the batch's {} graph files; manifest {} (merge with aotpipe gather)\n",
                shard->index, shard->count, rows.size(), files.size(), path.string());
@@ -402,15 +413,15 @@ Command add_compile_command(CLI::App& parent) {
       ->required();
   app->add_option("-j,--jobs", options->jobs, "Graphs compiled at once (worker threads); 0: one per core")
       ->capture_default_str();
-  app->add_option("--pipeline", options->pipeline, "The stages, as text: " + stage_list("\n  "))
-      ->capture_default_str();
+  app->add_option("--pipeline", options->pipeline, "The stages, as text: " + stage_list("\n  "))->capture_default_str();
   app->add_flag_callback(
       "--list-stages",
       [] {
         // The stage table of docs/cli.md, checked against this output by the cli_stages_in_docs test.
         fmt::print("| stage | parameter | what it does |\n|---|---|---|\n");
         for (const CompileStageEntry& stage : compile_stages())
-          fmt::print("| `{}` | {} | {} |\n", stage.name, stage.parameter.empty() ? "-" : stage.parameter, stage.summary);
+          fmt::print("| `{}` | {} | {} |\n", stage.name, stage.parameter.empty() ? "-" : stage.parameter,
+                     stage.summary);
         throw CLI::Success();
       },
       "Print the compile stages (the names --pipeline takes) and exit");
@@ -433,9 +444,7 @@ Command add_compile_command(CLI::App& parent) {
         try {
           (void)c10::Device(text);
           return {};
-        } catch (const std::exception&) {
-          return "not a device: '" + text + "' (cpu, cuda, cuda:1...)";
-        }
+        } catch (const std::exception&) { return "not a device: '" + text + "' (cpu, cuda, cuda:1...)"; }
       });
   app->add_option("--shard", options->shard,
                   "K/N: compile only the K-th (from 0) of N deterministic shards of the batch, balanced by file "
@@ -444,9 +453,7 @@ Command add_compile_command(CLI::App& parent) {
         try {
           parse_shard(text);
           return {};
-        } catch (const std::exception& e) {
-          return e.what();
-        }
+        } catch (const std::exception& e) { return e.what(); }
       });
   app->add_option("--manifest", options->manifest,
                   "Where --shard writes its manifest (default: OUT/shards/shard-K-of-N.json)");

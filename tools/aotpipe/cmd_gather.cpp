@@ -35,7 +35,8 @@ std::vector<fs::path> manifest_files(const std::vector<std::string>& paths) {
       continue;
     }
     std::vector<fs::path> found;
-    for (fs::recursive_directory_iterator it(arg, ec); !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    for (fs::recursive_directory_iterator it(arg, ec); !ec && it != fs::recursive_directory_iterator();
+         it.increment(ec)) {
       const std::string name = it->path().filename().string();
       if (name.rfind("shard-", 0) == 0 && name.ends_with(".json") && !it->is_directory()) found.push_back(it->path());
     }
@@ -57,20 +58,21 @@ int run_gather(const std::vector<std::string>& paths) {
   }
   const MergedBatch batch = merge_manifests(manifests);
   print_table(batch.rows, batch.stages);
-  print_summary(batch.rows, batch.wall_seconds,
-                fmt::format("{} of {} shards on {} host{}, {} worker threads in all; wall s: the slowest shard",
-                            batch.shards_present, batch.num_shards, batch.hosts, batch.hosts == 1 ? "" : "s",
-                            batch.threads));
+  print_summary(
+      batch.rows, batch.wall_seconds,
+      fmt::format("{} of {} shards on {} host{}, {} worker threads in all; wall s: the slowest shard",
+                  batch.shards_present, batch.num_shards, batch.hosts, batch.hosts == 1 ? "" : "s", batch.threads));
   if (!batch.missing.empty()) {
-    fmt::print("\nMissing shards: {} of {} ({} of the batch's {} graph files not reported); resubmit each with "
-               "`aotpipe compile <the same inputs> --shard K/{}`\n",
-               fmt::join(batch.missing, ", "), batch.num_shards, batch.batch_files - batch.rows.size(),
-               batch.batch_files, batch.num_shards);
+    fmt::print(
+        "\nMissing shards: {} of {} ({} of the batch's {} graph files not reported); resubmit each with "
+        "`aotpipe compile <the same inputs> --shard K/{}`\n",
+        fmt::join(batch.missing, ", "), batch.num_shards, batch.batch_files - batch.rows.size(), batch.batch_files,
+        batch.num_shards);
     return 1;
   }
   if (batch.rows.size() != batch.batch_files)
-    throw std::runtime_error(fmt::format("the manifests report {} graph files, the batch has {}", batch.rows.size(),
-                                         batch.batch_files));
+    throw std::runtime_error(
+        fmt::format("the manifests report {} graph files, the batch has {}", batch.rows.size(), batch.batch_files));
   return std::all_of(batch.rows.begin(), batch.rows.end(), [](const GraphRow& r) { return r.ok(); }) ? 0 : 1;
 }
 
@@ -79,8 +81,9 @@ int run_gather(const std::vector<std::string>& paths) {
 Command add_gather_command(CLI::App& parent) {
   auto paths = std::make_shared<std::vector<std::string>>();
   CLI::App* app = parent.add_subcommand(
-      "gather", "Merge the manifests of a batch compiled with `aotpipe compile --shard K/N` into one report, naming "
-                "the shards that are missing");
+      "gather",
+      "Merge the manifests of a batch compiled with `aotpipe compile --shard K/N` into one report, naming "
+      "the shards that are missing");
   app->add_option("manifests", *paths, "Manifest files, or directories searched recursively for shard-*-of-*.json")
       ->required();
   return {app, [paths] {

@@ -56,7 +56,8 @@ double run_graph(Graph& graph, const RunOptions& options) {
   auto outputs = interpreter.run_boxed(std::move(inputs));
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   if (outputs.size() != graph.num_outputs()) {
-    throw GraphError(fmt::format("graph '{}' returned {} values, declares {}", graph.name(), outputs.size(), graph.num_outputs()));
+    throw GraphError(
+        fmt::format("graph '{}' returned {} values, declares {}", graph.name(), outputs.size(), graph.num_outputs()));
   }
   return ms;
 }
@@ -91,12 +92,15 @@ RunResult run_file(const GraphFile& file, const RunOptions& options) {
 // One report line: graph, file, #inputs, #nodes, #outputs, time, result. The file column is as
 // wide as the longest path (all are known before the first graph runs).
 void print_line(std::size_t file_width, const std::string& name, const std::string& file, const std::string& inputs,
-                const std::string& nodes, const std::string& outputs, const std::string& time, const std::string& result) {
-  fmt::print("{:<24} {:<{}} {:>6} {:>5} {:>7} {:>10}  {}\n", name, file, file_width, inputs, nodes, outputs, time, result);
+                const std::string& nodes, const std::string& outputs, const std::string& time,
+                const std::string& result) {
+  fmt::print("{:<24} {:<{}} {:>6} {:>5} {:>7} {:>10}  {}\n", name, file, file_width, inputs, nodes, outputs, time,
+             result);
 }
 
 void print_row(std::size_t file_width, const RunResult& r) {
-  std::string status = r.failure ? fmt::format("FAILED {}: {}", to_string(r.failure->stage), r.failure->one_line()) : "ok";
+  std::string status =
+      r.failure ? fmt::format("FAILED {}: {}", to_string(r.failure->stage), r.failure->one_line()) : "ok";
   std::string time = r.failure ? "-" : fmt::format("{:.2f} ms", r.ms);
   print_line(file_width, r.name, r.file, count(r.num_inputs), count(r.num_nodes), count(r.num_outputs), time, status);
   std::fflush(stdout);

@@ -20,8 +20,9 @@ namespace aotpipe::cli {
 Command add_show_command(CLI::App& parent) {
   auto paths = std::make_shared<std::vector<std::string>>();
   CLI::App* app = parent.add_subcommand(
-      "show", "Parse, verify and print graph files (.aotg) in the canonical text form; import torch.export archives "
-              "(.pt2) and print their graph and signature");
+      "show",
+      "Parse, verify and print graph files (.aotg) in the canonical text form; import torch.export archives "
+      "(.pt2) and print their graph and signature");
   app->add_option("files", *paths, "Graph files, or directories searched recursively for *.aotg and *.pt2")->required();
 
   return {app, [paths] {
@@ -50,7 +51,8 @@ Command add_show_command(CLI::App& parent) {
               }
               LoadedGraph loaded = load_graph(file.path);
               if (loaded.failure) {
-                fmt::print(stderr, "{}: {}: {}\n", file.path.string(), to_string(loaded.failure->stage), loaded.failure->message);
+                fmt::print(stderr, "{}: {}: {}\n", file.path.string(), to_string(loaded.failure->stage),
+                           loaded.failure->message);
                 ++failed;
                 continue;
               }

@@ -8,8 +8,8 @@
 namespace aotpipe::cli {
 
 struct Command {
-  CLI::App* app = nullptr;      // the subcommand, to test whether it was chosen
-  std::function<int()> run;     // the exit status of the command
+  CLI::App* app = nullptr;   // the subcommand, to test whether it was chosen
+  std::function<int()> run;  // the exit status of the command
 };
 
 // aotpipe show FILE...: parse, verify and print graphs back in the text form.

@@ -39,8 +39,8 @@ void prepare_exported(const GraphFile& file, const JobSettings& settings, GraphR
   try {
     // The archive outlives the batch (PreparedGraph owns it): the key's graph need not own it.
     std::shared_ptr<const Graph> graph(std::shared_ptr<const Graph>(), &program.graph());
-    CompileJob job = make_job(row.name, program.flat_function(), metadata_example_args(program.graph()), settings,
-                              std::move(graph));
+    CompileJob job =
+        make_job(row.name, program.flat_function(), metadata_example_args(program.graph()), settings, std::move(graph));
     job.config.num_params_buffers = program.lifted_tensors().size();
     prepared.job = std::move(job);
   } catch (const std::exception& e) {
@@ -58,9 +58,7 @@ std::shared_ptr<CompileCache> open_compile_cache(const std::string& directory, c
   if (!remote_url.empty()) {
     try {
       cache.remote = redis_remote_cache(remote_url);
-    } catch (const std::invalid_argument& e) {
-      throw CLI::ValidationError("--remote-cache", e.what());
-    }
+    } catch (const std::invalid_argument& e) { throw CLI::ValidationError("--remote-cache", e.what()); }
   }
   return std::make_shared<CompileCache>(std::move(cache));
 }

@@ -36,7 +36,8 @@ void write_file(const std::filesystem::path& path, const std::string& text) {
 // Graphviz may be missing or fail on a huge graph; the DOT file is written either way.
 void render_svg(const std::filesystem::path& dot, const std::filesystem::path& svg) {
   const std::string command = fmt::format("dot -Tsvg '{}' -o '{}' 2>/dev/null", dot.string(), svg.string());
-  if (std::system(command.c_str()) != 0) spdlog::warn("could not render {} (is Graphviz `dot` installed?)", svg.string());
+  if (std::system(command.c_str()) != 0)
+    spdlog::warn("could not render {} (is Graphviz `dot` installed?)", svg.string());
 }
 
 }  // namespace

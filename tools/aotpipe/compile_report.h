@@ -13,14 +13,14 @@ namespace aotpipe::cli {
 inline constexpr std::size_t kMaxSvgNodes = 150;
 
 struct PartitionNumbers {
-  std::size_t saved = 0;       // values saved for the backward
+  std::size_t saved = 0;  // values saved for the backward
   int64_t saved_bytes = 0;
   std::size_t recomputed = 0;  // forward nodes the backward recomputes
 };
 
 struct GraphSummary {
-  bool training = false;   // a joint graph was traced and partitioned
-  std::size_t ops = 0;     // calls in the joint graph (training) or the inference graph
+  bool training = false;  // a joint graph was traced and partitioned
+  std::size_t ops = 0;    // calls in the joint graph (training) or the inference graph
   std::size_t forward_ops = 0, backward_ops = 0;
   // Both partitioners on the same joint graph, whatever the pipeline used (training only).
   std::optional<PartitionNumbers> default_partition, min_cut;

@@ -37,9 +37,11 @@ std::string joint_graph_dot(const JointGraph& joint, const PartitionResult& part
   const std::unordered_set<std::string> saved(partition.saved_values.begin(), partition.saved_values.end());
 
   fmt::memory_buffer out;
-  emit(out, "digraph \"{}\" {{\n  rankdir=TB;\n  node [shape=box, style=filled, fontname=\"monospace\", fontsize=10];\n",
+  emit(out,
+       "digraph \"{}\" {{\n  rankdir=TB;\n  node [shape=box, style=filled, fontname=\"monospace\", fontsize=10];\n",
        escape(joint.graph.name()));
-  emit(out, "  label=\"{}: blue = forward, orange = backward, green = recomputed in the backward, "
+  emit(out,
+       "  label=\"{}: blue = forward, orange = backward, green = recomputed in the backward, "
        "red border = saved for the backward (the cut)\";\n  labelloc=t;\n",
        escape(joint.graph.name()));
 

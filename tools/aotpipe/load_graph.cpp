@@ -58,7 +58,8 @@ LoadedGraph load_graph(const std::filesystem::path& path) {
     return result;
   }
   try {
-    verify(*result.graph, VerifyOptions{.require_tensor_meta = true, .allow_dead_code = false, .require_bound_constants = false});
+    verify(*result.graph,
+           VerifyOptions{.require_tensor_meta = true, .allow_dead_code = false, .require_bound_constants = false});
   } catch (const VerifyError& e) {
     result.graph.reset();
     const auto& issues = e.issues();

@@ -25,10 +25,8 @@ int main(int argc, char** argv) {
   app.add_flag("-v,--verbose", verbose, "Same as --log-level=info");
 
   std::vector<aotpipe::cli::Command> commands{
-      aotpipe::cli::add_show_command(app),
-      aotpipe::cli::add_run_command(app),
-      aotpipe::cli::add_compile_command(app),
-      aotpipe::cli::add_gather_command(app),
+      aotpipe::cli::add_show_command(app),    aotpipe::cli::add_run_command(app),
+      aotpipe::cli::add_compile_command(app), aotpipe::cli::add_gather_command(app),
       aotpipe::cli::add_cache_command(app),
   };
 

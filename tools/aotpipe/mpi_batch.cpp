@@ -36,8 +36,7 @@ std::string receive_text(const MPI_Status& status) {
   int count = 0;
   check(MPI_Get_count(&status, MPI_CHAR, &count), "MPI_Get_count");
   std::string payload(static_cast<std::size_t>(count), '\0');
-  check(MPI_Recv(payload.data(), count, MPI_CHAR, status.MPI_SOURCE, status.MPI_TAG, MPI_COMM_WORLD,
-                 MPI_STATUS_IGNORE),
+  check(MPI_Recv(payload.data(), count, MPI_CHAR, status.MPI_SOURCE, status.MPI_TAG, MPI_COMM_WORLD, MPI_STATUS_IGNORE),
         "MPI_Recv");
   return payload;
 }
@@ -121,8 +120,7 @@ std::vector<std::string> MpiSession::serve(ChunkDispenser& chunks, const Progres
         manifests[static_cast<std::size_t>(status.MPI_SOURCE)] = receive_text(status);
         ++received;
         break;
-      default:
-        receive_text(status);  // not ours: drop it
+      default: receive_text(status);  // not ours: drop it
     }
   }
   return manifests;

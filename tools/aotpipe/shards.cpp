@@ -27,7 +27,8 @@ std::size_t parse_count(std::string_view text, std::string_view whole) {
   std::size_t value = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (ec != std::errc() || end != text.data() + text.size() || text.empty())
-    throw std::invalid_argument(fmt::format("--shard '{}': '{}' is not a number (expected K/N, e.g. 0/8)", whole, text));
+    throw std::invalid_argument(
+        fmt::format("--shard '{}': '{}' is not a number (expected K/N, e.g. 0/8)", whole, text));
   return value;
 }
 
@@ -106,7 +107,8 @@ void write_manifest(const fs::path& path, const ShardManifest& m) {
   }
 }
 
-MergedBatch merge_manifests(const std::vector<std::pair<std::string, ShardManifest>>& manifests, std::string_view unit) {
+MergedBatch merge_manifests(const std::vector<std::pair<std::string, ShardManifest>>& manifests,
+                            std::string_view unit) {
   if (manifests.empty()) throw std::runtime_error("no manifest given");
   const auto& [first_name, first] = manifests.front();
   std::map<std::size_t, const ShardManifest*> by_index;

@@ -30,9 +30,9 @@ std::vector<std::size_t> assign_shards(const std::vector<GraphFile>& files, std:
 // What one shard did, for `aotpipe gather`.
 struct ShardManifest {
   ShardSpec shard;
-  std::string batch_id;             // the same for every shard of one batch (files and N)
-  std::size_t batch_files = 0;      // graph files in the whole batch
-  std::vector<std::string> stages;  // the top-level stages (the table's columns)
+  std::string batch_id;                    // the same for every shard of one batch (files and N)
+  std::size_t batch_files = 0;             // graph files in the whole batch
+  std::vector<std::string> stages;         // the top-level stages (the table's columns)
   std::vector<std::size_t> batch_indices;  // of each row, in the whole batch
   std::vector<GraphRow> rows;
   double wall_seconds = 0;

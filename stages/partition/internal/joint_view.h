@@ -18,13 +18,13 @@ enum class PKind : std::uint8_t { Placeholder, Constant, Call, Tuple, GetItem, O
 
 struct PNode {
   PKind kind = PKind::Call;
-  std::string name;              // the value's name (tuple nodes: the first result's name + "#tuple")
-  const Node* node = nullptr;    // defining node of the joint graph (null for placeholders/output)
-  Value* value = nullptr;        // the value this node stands for (null for tuple and output)
-  std::string packet;            // "aten::mul", "getitem"; empty for placeholders and constants
-  std::vector<int> inputs;       // distinct nodes read, in argument order (FX all_input_nodes)
+  std::string name;                         // the value's name (tuple nodes: the first result's name + "#tuple")
+  const Node* node = nullptr;               // defining node of the joint graph (null for placeholders/output)
+  Value* value = nullptr;                   // the value this node stands for (null for tuple and output)
+  std::string packet;                       // "aten::mul", "getitem"; empty for placeholders and constants
+  std::vector<int> inputs;                  // distinct nodes read, in argument order (FX all_input_nodes)
   std::vector<int> positional_tensor_args;  // FX node.args entries that are nodes, repeats kept
-  std::vector<int> users;        // distinct readers in graph order (the output node included)
+  std::vector<int> users;                   // distinct readers in graph order (the output node included)
   bool is_primal = false;
   bool is_tangent = false;
   bool tagged_forward = false;   // attrs()["phase"] == "forward" (PyTorch's partitioner_tag is_forward)

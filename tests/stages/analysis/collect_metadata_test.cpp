@@ -12,10 +12,12 @@ at::Tensor leaf(std::vector<int64_t> sizes) { return torch::randn(sizes).require
 
 TEST(CollectMetadata, DataMutationOfNonLeafInput) {
   at::Tensor x = leaf({3, 3}).clone();
-  auto meta = collect_metadata([](const TensorList& a) {
-    a[0].mul_(2);
-    return TensorList{a[0] * 3};
-  }, {x});
+  auto meta = collect_metadata(
+      [](const TensorList& a) {
+        a[0].mul_(2);
+        return TensorList{a[0] * 3};
+      },
+      {x});
   ASSERT_EQ(meta.input_info.size(), 1u);
   EXPECT_TRUE(meta.input_info[0].mutates_data);
   EXPECT_FALSE(meta.input_info[0].mutates_metadata);
@@ -29,10 +31,12 @@ TEST(CollectMetadata, DataMutationOfNonLeafInput) {
 
 TEST(CollectMetadata, OutputTypes) {
   at::Tensor x = leaf({4, 4});
-  auto meta = collect_metadata([](const TensorList& a) {
-    at::Tensor y = a[0] * 2;
-    return TensorList{a[0], a[0].view(-1), y.view(-1), y.t(), y, y.detach(), (a[0] + 1).view({2, 8})};
-  }, {x});
+  auto meta = collect_metadata(
+      [](const TensorList& a) {
+        at::Tensor y = a[0] * 2;
+        return TensorList{a[0], a[0].view(-1), y.view(-1), y.t(), y, y.detach(), (a[0] + 1).view({2, 8})};
+      },
+      {x});
   std::cout << to_json(meta) << "\n";
   ASSERT_EQ(meta.output_info.size(), 7u);
   EXPECT_EQ(meta.output_info[0].output_type, OutputType::is_input);
@@ -45,14 +49,16 @@ TEST(CollectMetadata, OutputTypes) {
 TEST(CollectMetadata, MetadataMutationAndNoGrad) {
   at::Tensor x = torch::randn({2, 3});
   at::Tensor y = leaf({3}).clone();
-  auto meta = collect_metadata([](const TensorList& a) {
-    a[0].t_();
-    {
-      torch::NoGradGuard g;
-      a[1].add_(1);
-    }
-    return TensorList{a[0] + 1};
-  }, {x, y});
+  auto meta = collect_metadata(
+      [](const TensorList& a) {
+        a[0].t_();
+        {
+          torch::NoGradGuard g;
+          a[1].add_(1);
+        }
+        return TensorList{a[0] + 1};
+      },
+      {x, y});
   std::cout << to_json(meta) << "\n";
   EXPECT_TRUE(meta.input_info[0].mutates_metadata);
   EXPECT_FALSE(meta.input_info[0].mutates_data);

@@ -54,57 +54,101 @@ std::vector<MetadataCase> build() {
   };
 
   // ============================ No mutation, plain outputs ============================
-  add("no_mutation_multi_output", [] { return TL{ones({3, 3}, true), ones({3, 3})}; },
-      [](const TL& x) { return TL{x[0] + x[1], x[0] - x[1]}; });
-  add("no_mutation_no_grad_inputs", [] { return TL{ones({3, 3}), ones({3, 3})}; },
-      [](const TL& x) { return TL{x[0] * x[1], x[0].sum()}; });
-  add("non_alias_dtype_and_noncontiguous", [] { return TL{ones({2, 3}, true)}; },
+  add(
+      "no_mutation_multi_output",
+      [] {
+        return TL{ones({3, 3}, true), ones({3, 3})};
+      },
+      [](const TL& x) {
+        return TL{x[0] + x[1], x[0] - x[1]};
+      });
+  add(
+      "no_mutation_no_grad_inputs",
+      [] {
+        return TL{ones({3, 3}), ones({3, 3})};
+      },
+      [](const TL& x) {
+        return TL{x[0] * x[1], x[0].sum()};
+      });
+  add(
+      "non_alias_dtype_and_noncontiguous",
+      [] {
+        return TL{ones({2, 3}, true)};
+      },
       [](const TL& x) {
         const Tensor& a = x[0];
         return TL{a.to(at::kDouble) * 2, a.t() * 3, a.gt(0)};
       });
 
   // ============================ Data mutations ============================
-  add("input_mutation_simple", [] { return TL{nonleaf({3, 3})}; },
+  add(
+      "input_mutation_simple",
+      [] {
+        return TL{nonleaf({3, 3})};
+      },
       [](const TL& x) {
         Tensor a = x[0];
         a.mul_(2);
         return TL{a * 3};
       });
-  add("input_mutation_simple_no_grad_input", [] { return TL{ones({3, 3})}; },
+  add(
+      "input_mutation_simple_no_grad_input",
+      [] {
+        return TL{ones({3, 3})};
+      },
       [](const TL& x) {
         Tensor a = x[0];
         a.mul_(2);
         return TL{a * 3};
       });
-  add("input_mutation_simple_keep", [] { return TL{ones({3, 3})}; },
+  add(
+      "input_mutation_simple_keep",
+      [] {
+        return TL{ones({3, 3})};
+      },
       [](const TL& x) {
         Tensor a = x[0];
         a.mul_(2);
         return TL{a * 3};
       },
       /*keep=*/true);
-  add("input_mutation_simple_keep_requires_grad", [] { return TL{nonleaf({3, 3})}; },
+  add(
+      "input_mutation_simple_keep_requires_grad",
+      [] {
+        return TL{nonleaf({3, 3})};
+      },
       [](const TL& x) {
         Tensor a = x[0];
         a.mul_(2);
         return TL{a * 3};
       },
       /*keep=*/true);
-  add("input_mutation_is_output", [] { return TL{nonleaf({3, 3})}; },
+  add(
+      "input_mutation_is_output",
+      [] {
+        return TL{nonleaf({3, 3})};
+      },
       [](const TL& x) {
         Tensor a = x[0];
         a.mul_(2);
         return TL{a};
       });
-  add("input_mutation_multiple", [] { return TL{nonleaf({3, 3}), nonleaf({3, 3}), nonleaf({3, 3})}; },
+  add(
+      "input_mutation_multiple",
+      [] {
+        return TL{nonleaf({3, 3}), nonleaf({3, 3}), nonleaf({3, 3})};
+      },
       [](const TL& x) {
         Tensor a = x[0], b = x[1], c = x[2];
         a.mul_(2);
         c.mul_(2);
         return TL{a + b + c};
       });
-  add("input_mutation_mixed_requires_grad_keep", [] { return TL{nonleaf({3, 3}), ones({3, 3})}; },
+  add(
+      "input_mutation_mixed_requires_grad_keep",
+      [] {
+        return TL{nonleaf({3, 3}), ones({3, 3})};
+      },
       [](const TL& x) {
         Tensor a = x[0], b = x[1];
         a.add_(1);
@@ -112,13 +156,18 @@ std::vector<MetadataCase> build() {
         return TL{a * b};
       },
       /*keep=*/true);
-  add("input_mutation_through_view", [] { return TL{nonleaf({4, 4})}; },
+  add(
+      "input_mutation_through_view",
+      [] {
+        return TL{nonleaf({4, 4})};
+      },
       [](const TL& x) {
         Tensor a = x[0];
         a.view(-1).slice(0, 0, 4).mul_(2);
         return TL{a + 1};
       });
-  add("input_mutation_no_outputs", [] { return TL{ones({4})}; },
+  add(
+      "input_mutation_no_outputs", [] { return TL{ones({4})}; },
       [](const TL& x) {
         Tensor a = x[0];
         a.add_(1);
@@ -126,27 +175,43 @@ std::vector<MetadataCase> build() {
       });
 
   // ============================ Metadata mutations, data + metadata ============================
-  add("input_mutation_metadata", [] { return TL{nonleaf({3, 3}), nonleaf({3, 3})}; },
+  add(
+      "input_mutation_metadata",
+      [] {
+        return TL{nonleaf({3, 3}), nonleaf({3, 3})};
+      },
       [](const TL& x) {
         Tensor a = x[0], b = x[1];
         a.transpose_(1, 0);
         return TL{a + b};
       });
-  add("input_mutation_metadata_keep", [] { return TL{ones({3, 3}), ones({3, 3})}; },
+  add(
+      "input_mutation_metadata_keep",
+      [] {
+        return TL{ones({3, 3}), ones({3, 3})};
+      },
       [](const TL& x) {
         Tensor a = x[0], b = x[1];
         a.transpose_(1, 0);
         return TL{a + b};
       },
       /*keep=*/true);
-  add("input_mutation_metadata2", [] { return TL{nonleaf({3, 3})}; },
+  add(
+      "input_mutation_metadata2",
+      [] {
+        return TL{nonleaf({3, 3})};
+      },
       [](const TL& x) {
         Tensor a = x[0];
         a.transpose_(1, 0);
         a.mul_(2);
         return TL{a + 1};
       });
-  add("input_mutation_metadata2_keep", [] { return TL{ones({3, 3})}; },
+  add(
+      "input_mutation_metadata2_keep",
+      [] {
+        return TL{ones({3, 3})};
+      },
       [](const TL& x) {
         Tensor a = x[0];
         a.transpose_(1, 0);
@@ -154,26 +219,42 @@ std::vector<MetadataCase> build() {
         return TL{a + 1};
       },
       /*keep=*/true);
-  add("input_mutation_unsqueeze_", [] { return TL{nonleaf({2, 3})}; },
+  add(
+      "input_mutation_unsqueeze_",
+      [] {
+        return TL{nonleaf({2, 3})};
+      },
       [](const TL& x) {
         Tensor a = x[0];
         a.unsqueeze_(0);
         return TL{a * 2};
       });
-  add("input_mutation_as_strided_", [] { return TL{nonleaf({2, 2})}; },
+  add(
+      "input_mutation_as_strided_",
+      [] {
+        return TL{nonleaf({2, 2})};
+      },
       [](const TL& x) {
         Tensor a = x[0];
         a.as_strided_({2, 2}, {1, 2});
         return TL{a * 2};
       });
-  add("input_data_and_metadata_mutation", [] { return TL{nonleaf({3, 3})}; },
+  add(
+      "input_data_and_metadata_mutation",
+      [] {
+        return TL{nonleaf({3, 3})};
+      },
       [](const TL& x) {
         Tensor a = x[0];
         a.t_();
         a[0].mul_(2);
         return TL{a.view(a.sizes())};
       });
-  add("view_and_inplace_view", [] { return TL{nonleaf({3, 3}), nonleaf({3, 3})}; },
+  add(
+      "view_and_inplace_view",
+      [] {
+        return TL{nonleaf({3, 3}), nonleaf({3, 3})};
+      },
       [](const TL& x) {
         Tensor a = x[0], b = x[1];
         a.t_();
@@ -181,13 +262,19 @@ std::vector<MetadataCase> build() {
       });
 
   // ============================ Outputs aliasing inputs ============================
-  add("input_output_view_simple", [] { return TL{ones({2, 2}, true).add(1)}; },
+  add(
+      "input_output_view_simple",
+      [] {
+        return TL{ones({2, 2}, true).add(1)};
+      },
       [](const TL& x) { return TL{x[0].view(-1)}; });
-  add("input_output_view_simple_no_grad", [] { return TL{ones({2, 2}).add(1)}; },
+  add(
+      "input_output_view_simple_no_grad",
+      [] {
+        return TL{ones({2, 2}).add(1)};
+      },
       [](const TL& x) { return TL{x[0].view(-1)}; });
-  auto three_added = [] {
-    return TL{ones({2, 2}, true).add(1), ones({2, 2}, true).add(1), ones({2, 2}, true).add(1)};
-  };
+  auto three_added = [] { return TL{ones({2, 2}, true).add(1), ones({2, 2}, true).add(1), ones({2, 2}, true).add(1)}; };
   add("input_output_view_mutate_multiple", three_added, [](const TL& x) {
     Tensor a = x[0], b = x[1], c = x[2];
     a.mul_(2);
@@ -200,13 +287,18 @@ std::vector<MetadataCase> build() {
     c.t_();
     return TL{a.view({2, 2}), b.view({2, 2}), c.view({2, 2})};
   });
-  add("input_mutation_and_output_view", [] { return TL{ones({2, 2}, true).add(1)}; },
+  add(
+      "input_mutation_and_output_view",
+      [] {
+        return TL{ones({2, 2}, true).add(1)};
+      },
       [](const TL& x) {
         Tensor a = x[0];
         a.add_(1);
         return TL{a.view(-1)};
       });
-  add("input_mutation_output_view_multiple",
+  add(
+      "input_mutation_output_view_multiple",
       [] {
         auto ar = [] {
           Tensor t = at::arange(4, at::TensorOptions().dtype(at::kFloat));
@@ -223,20 +315,48 @@ std::vector<MetadataCase> build() {
         c.add_(1);
         return TL{d + 1, b.diagonal(), a + c};
       });
-  add("input_returned_twice", [] { return TL{nonleaf({3, 3})}; },
-      [](const TL& x) { return TL{x[0], x[0]}; });
-  add("input_detach_returned", [] { return TL{nonleaf({3, 3})}; },
-      [](const TL& x) { return TL{x[0].detach(), x[0] * 2}; });
-  add("output_aliases_input_multi_output_view", [] { return TL{ones({3, 3}, true)}; },
+  add(
+      "input_returned_twice",
+      [] {
+        return TL{nonleaf({3, 3})};
+      },
+      [](const TL& x) {
+        return TL{x[0], x[0]};
+      });
+  add(
+      "input_detach_returned",
+      [] {
+        return TL{nonleaf({3, 3})};
+      },
+      [](const TL& x) {
+        return TL{x[0].detach(), x[0] * 2};
+      });
+  add(
+      "output_aliases_input_multi_output_view",
+      [] {
+        return TL{ones({3, 3}, true)};
+      },
       [](const TL& x) { return x[0].unbind(0); });
-  add("output_aliases_input_multi_output_view_and_view", [] { return TL{nonleaf({3, 3})}; },
+  add(
+      "output_aliases_input_multi_output_view_and_view",
+      [] {
+        return TL{nonleaf({3, 3})};
+      },
       [](const TL& x) {
         const Tensor& a = x[0];
         return cat(a.unbind(0), {a.view(a.sizes())});
       });
-  add("output_aliases_input_chunk_no_grad", [] { return TL{ones({4, 2})}; },
+  add(
+      "output_aliases_input_chunk_no_grad",
+      [] {
+        return TL{ones({4, 2})};
+      },
       [](const TL& x) { return x[0].chunk(2); });
-  add("view_detach", [] { return TL{nonleaf({3, 3})}; },
+  add(
+      "view_detach",
+      [] {
+        return TL{nonleaf({3, 3})};
+      },
       [](const TL& x) {
         Tensor a = x[0];
         Tensor tmp = a.detach();
@@ -245,130 +365,211 @@ std::vector<MetadataCase> build() {
       });
 
   // ============================ Outputs aliasing intermediates ============================
-  add("output_aliases_intermediate_single", [] { return TL{ones({3, 3}, true)}; },
+  add(
+      "output_aliases_intermediate_single",
+      [] {
+        return TL{ones({3, 3}, true)};
+      },
       [](const TL& x) {
         Tensor out = at::mul(x[0], 3);
         return TL{out.view(-1)};
       });
-  add("output_aliases_intermediate_single_no_grad", [] { return TL{ones({3, 3})}; },
+  add(
+      "output_aliases_intermediate_single_no_grad",
+      [] {
+        return TL{ones({3, 3})};
+      },
       [](const TL& x) {
         Tensor out = at::mul(x[0], 3);
         return TL{out.view(-1)};
       });
-  add("output_aliases_intermediate_multiple", [] { return TL{ones({3, 3}, true)}; },
+  add(
+      "output_aliases_intermediate_multiple",
+      [] {
+        return TL{ones({3, 3}, true)};
+      },
       [](const TL& x) {
         Tensor out = at::mul(x[0], 3);
         return TL{out.view(-1), out.view(-1)};
       });
-  add("output_aliases_intermediate_and_returned", [] { return TL{ones({3, 3}, true)}; },
+  add(
+      "output_aliases_intermediate_and_returned",
+      [] {
+        return TL{ones({3, 3}, true)};
+      },
       [](const TL& x) {
         Tensor out = at::mul(x[0], 3);
         return TL{out.view(-1), out};
       });
-  add("output_aliases_intermediate_and_returned_flipped", [] { return TL{ones({3, 3}, true)}; },
+  add(
+      "output_aliases_intermediate_and_returned_flipped",
+      [] {
+        return TL{ones({3, 3}, true)};
+      },
       [](const TL& x) {
         Tensor out = at::mul(x[0], 3);
         return TL{out, out.view(-1)};
       });
-  add("output_aliases_intermediate_and_returned_different_grad", [] { return TL{ones({3, 3}, true)}; },
+  add(
+      "output_aliases_intermediate_and_returned_different_grad",
+      [] {
+        return TL{ones({3, 3}, true)};
+      },
       [](const TL& x) {
         Tensor out = at::mul(x[0], 3);
         return TL{out.view(-1), out, out[0].detach()};
       });
-  add("output_aliases_intermediate_returned_multiple_times", [] { return TL{ones({3, 3}, true)}; },
+  add(
+      "output_aliases_intermediate_returned_multiple_times",
+      [] {
+        return TL{ones({3, 3}, true)};
+      },
       [](const TL& x) {
         Tensor out = at::mul(x[0], 3);
         Tensor out_view = out.view(-1);
         return TL{out, out_view, out};
       });
-  add("output_aliases_intermediate_no_grad", [] { return TL{ones({3, 3}), ones({3, 3}, true)}; },
+  add(
+      "output_aliases_intermediate_no_grad",
+      [] {
+        return TL{ones({3, 3}), ones({3, 3}, true)};
+      },
       [](const TL& x) {
         Tensor out = at::mul(x[0], 3);
         return TL{out.view(-1), x[1].add(1)};
       });
-  add("output_aliases_intermediate_multiple_mixed", [] { return TL{ones({3, 3}, true)}; },
+  add(
+      "output_aliases_intermediate_multiple_mixed",
+      [] {
+        return TL{ones({3, 3}, true)};
+      },
       [](const TL& x) {
         Tensor out1 = at::mul(x[0], 3);
         Tensor out2 = at::mul(x[0], 4);
         return TL{out1.view(-1), out2.transpose(1, 0), out1.transpose(1, 0)};
       });
-  add("output_aliases_intermediate_inplace_view_with_detach", [] { return TL{ones({2, 4}, true)}; },
+  add(
+      "output_aliases_intermediate_inplace_view_with_detach",
+      [] {
+        return TL{ones({2, 4}, true)};
+      },
       [](const TL& x) {
         Tensor out = at::mul(x[0], 3);
         out.t_();
         out.detach_();
         return TL{out, x[0] + 1};
       });
-  add("output_all_alias_types", [] { return TL{ones({1, 2, 4}, true).clone()}; },
+  add(
+      "output_all_alias_types",
+      [] {
+        return TL{ones({1, 2, 4}, true).clone()};
+      },
       [](const TL& x) {
         Tensor a = x[0];
         a.transpose_(1, 0);
         Tensor tmp = a.mul(2);
         return TL{tmp.squeeze(), tmp.transpose(1, 0), a.unsqueeze(0)};
       });
-  add("outputs_are_aliased", [] { return TL{ones({3}, true)}; },
+  add(
+      "outputs_are_aliased", [] { return TL{ones({3}, true)}; },
       [](const TL& x) {
         Tensor b = x[0].mul(2);
         Tensor c2 = b.view(-1);
         return TL{b, c2};
       });
-  add("output_aliases_intermediate_multi_output_view", [] { return TL{ones({3, 3}, true)}; },
+  add(
+      "output_aliases_intermediate_multi_output_view",
+      [] {
+        return TL{ones({3, 3}, true)};
+      },
       [](const TL& x) {
         Tensor out = at::mul(x[0], 3);
         return out.unbind(0);
       });
-  add("output_aliases_intermediate_multi_output_view_and_base", [] { return TL{ones({3, 3}, true)}; },
+  add(
+      "output_aliases_intermediate_multi_output_view_and_base",
+      [] {
+        return TL{ones({3, 3}, true)};
+      },
       [](const TL& x) {
         Tensor out = at::mul(x[0], 3);
         return cat(out.unbind(0), {out});
       });
-  add("output_aliases_intermediate_multi_output_view_and_view", [] { return TL{ones({3, 3}, true)}; },
+  add(
+      "output_aliases_intermediate_multi_output_view_and_view",
+      [] {
+        return TL{ones({3, 3}, true)};
+      },
       [](const TL& x) {
         Tensor out = at::mul(x[0], 3);
         return cat(out.unbind(0), {out.view(out.sizes())});
       });
-  add("output_aliases_intermediate_multi_output_view_base_and_view", [] { return TL{ones({3, 3}, true)}; },
+  add(
+      "output_aliases_intermediate_multi_output_view_base_and_view",
+      [] {
+        return TL{ones({3, 3}, true)};
+      },
       [](const TL& x) {
         Tensor out = at::mul(x[0], 3);
         return cat(out.unbind(0), {out, out.view(out.sizes())});
       });
-  add("output_aliases_intermediate_split", [] { return TL{ones({4, 6}, true)}; },
+  add(
+      "output_aliases_intermediate_split",
+      [] {
+        return TL{ones({4, 6}, true)};
+      },
       [](const TL& x) {
         Tensor out = x[0] * 2;
         return out.split(2, /*dim=*/1);
       });
-  add("output_aliases_intermediate_split_and_view", [] { return TL{ones({4, 6}, true)}; },
+  add(
+      "output_aliases_intermediate_split_and_view",
+      [] {
+        return TL{ones({4, 6}, true)};
+      },
       [](const TL& x) {
         Tensor out = x[0] * 2;
         TL s = out.split(3, /*dim=*/1);
         return TL{s[0], s[1], out.view(-1), out.t()};
       });
-  add("output_and_detach", [] { return TL{ones({3, 3}, true)}; },
+  add(
+      "output_and_detach",
+      [] {
+        return TL{ones({3, 3}, true)};
+      },
       [](const TL& x) {
         Tensor out = x[0] * 2;
         return TL{out, out.detach()};
       });
-  add("intermediate_no_requires_grad_view", [] { return TL{ones({3, 3}, true), ones({3, 3})}; },
+  add(
+      "intermediate_no_requires_grad_view",
+      [] {
+        return TL{ones({3, 3}, true), ones({3, 3})};
+      },
       [](const TL& x) {
         Tensor out = x[1] * 2;
         return TL{x[0] * 2, out.view(-1), out.view(-1)};
       });
-  add("custom_function_view", [] { return TL{ones({4}, true)}; },
+  add(
+      "custom_function_view", [] { return TL{ones({4}, true)}; },
       [](const TL& x) { return TL{IdentityFn::apply(x[0])}; });
 
   // ============================ Hidden from autograd, no_grad, inference ============================
-  add("input_mutation_requires_grad_detach", [] { return TL{ones({4}, true)}; },
+  add(
+      "input_mutation_requires_grad_detach", [] { return TL{ones({4}, true)}; },
       [](const TL& x) {
         x[0].detach().mul_(2);
         return TL{x[0] + 3};
       });
-  add("input_mutation_requires_grad_detach_keep", [] { return TL{ones({4}, true)}; },
+  add(
+      "input_mutation_requires_grad_detach_keep", [] { return TL{ones({4}, true)}; },
       [](const TL& x) {
         x[0].detach().mul_(2);
         return TL{x[0] + 3};
       },
       /*keep=*/true);
-  add("input_mutation_requires_grad_no_grad", [] { return TL{ones({4}, true)}; },
+  add(
+      "input_mutation_requires_grad_no_grad", [] { return TL{ones({4}, true)}; },
       [](const TL& x) {
         Tensor a = x[0];
         {
@@ -378,7 +579,8 @@ std::vector<MetadataCase> build() {
         return TL{a + 3};
       },
       /*keep=*/true);
-  add("input_mutation_requires_grad_no_grad_no_keep", [] { return TL{ones({4}, true)}; },
+  add(
+      "input_mutation_requires_grad_no_grad_no_keep", [] { return TL{ones({4}, true)}; },
       [](const TL& x) {
         Tensor a = x[0];
         {
@@ -387,7 +589,8 @@ std::vector<MetadataCase> build() {
         }
         return TL{a + 3};
       });
-  add("input_mutation_requires_grad_no_grad_inference_graph", [] { return TL{ones({4}, true)}; },
+  add(
+      "input_mutation_requires_grad_no_grad_inference_graph", [] { return TL{ones({4}, true)}; },
       [](const TL& x) {
         Tensor a = x[0];
         at::NoGradGuard no_grad;
@@ -395,7 +598,8 @@ std::vector<MetadataCase> build() {
         return TL{a + 3};
       },
       /*keep=*/true);
-  add("input_mutation_requires_grad_no_grad_detach_mixed", [] { return TL{nonleaf({4})}; },
+  add(
+      "input_mutation_requires_grad_no_grad_detach_mixed", [] { return TL{nonleaf({4})}; },
       [](const TL& x) {
         Tensor a = x[0];
         a.detach().mul_(2);
@@ -407,14 +611,22 @@ std::vector<MetadataCase> build() {
         return TL{a + 5};
       },
       /*keep=*/true);
-  add("inference_mode_input_mutation", [] { return TL{nonleaf({3, 3})}; },
+  add(
+      "inference_mode_input_mutation",
+      [] {
+        return TL{nonleaf({3, 3})};
+      },
       [](const TL& x) {
         Tensor a = x[0];
         a.mul_(2);
         return TL{a + 1, a.view(-1)};
       },
       /*keep=*/false, /*grad_enabled=*/false);
-  add("inference_keep_mutation_and_view", [] { return TL{ones({3, 3})}; },
+  add(
+      "inference_keep_mutation_and_view",
+      [] {
+        return TL{ones({3, 3})};
+      },
       [](const TL& x) {
         Tensor a = x[0];
         a.mul_(2);
@@ -422,13 +634,21 @@ std::vector<MetadataCase> build() {
         return TL{out, out.view(-1)};
       },
       /*keep=*/true, /*grad_enabled=*/false);
-  add("input_inplace_requires_grad_true", [] { return TL{ones({3, 3}), ones({3, 3}, true)}; },
+  add(
+      "input_inplace_requires_grad_true",
+      [] {
+        return TL{ones({3, 3}), ones({3, 3}, true)};
+      },
       [](const TL& x) {
         Tensor a = x[0], b = x[1];
         a.requires_grad_(true);
         return TL{a.mul(3), b.mul(4)};
       });
-  add("grad_mode_mutation", [] { return TL{ones({3, 3}, true)}; },
+  add(
+      "grad_mode_mutation",
+      [] {
+        return TL{ones({3, 3}, true)};
+      },
       [](const TL& x) {
         Tensor out = x[0] * 2;
         at::GradMode::set_enabled(false);
@@ -444,20 +664,19 @@ std::vector<MetadataCase> build() {
       return TL{xx[i1], xx[i2]};
     };
   };
-  add("input_mutation_aliases_other_input", two_views(0, 0, {4, 2}, true),
-      [](const TL& x) {
-        Tensor a = x[0], b = x[1];
-        a.add_(1);
-        return TL{a + b};
-      });
-  add("input_data_and_metadata_mutation_aliases_other_input", two_views(0, 0, {2, 2}, true),
-      [](const TL& x) {
-        Tensor a = x[0], b = x[1];
-        a.mul_(2);
-        b.t_();
-        return TL{a.mul(b)};
-      });
-  add("input_mutation_false_aliasing",
+  add("input_mutation_aliases_other_input", two_views(0, 0, {4, 2}, true), [](const TL& x) {
+    Tensor a = x[0], b = x[1];
+    a.add_(1);
+    return TL{a + b};
+  });
+  add("input_data_and_metadata_mutation_aliases_other_input", two_views(0, 0, {2, 2}, true), [](const TL& x) {
+    Tensor a = x[0], b = x[1];
+    a.mul_(2);
+    b.t_();
+    return TL{a.mul(b)};
+  });
+  add(
+      "input_mutation_false_aliasing",
       [] {
         Tensor base = ones({4, 4}, true);
         Tensor xx = base.add(1);
@@ -469,7 +688,8 @@ std::vector<MetadataCase> build() {
         b.mul_(2);
         return TL{a.clone().view(-1) + b.clone().view(-1)};
       });
-  add("input_mutation_noncontiguous",
+  add(
+      "input_mutation_noncontiguous",
       [] {
         Tensor base = ones({2, 2}, true);
         Tensor xx = base.add(1);
@@ -480,13 +700,16 @@ std::vector<MetadataCase> build() {
         a.mul_(2);
         return TL{a + 1};
       });
-  add("output_aliases_multiple_inputs_get_correct_one",
+  add(
+      "output_aliases_multiple_inputs_get_correct_one",
       [] {
         Tensor base = ones({2, 2}, true);
         Tensor xx = base.mul(2);
         return TL{xx.view(-1), xx[0]};
       },
-      [](const TL& x) { return TL{x[0].view(x[0].sizes()), x[1].view(x[1].sizes())}; });
+      [](const TL& x) {
+        return TL{x[0].view(x[0].sizes()), x[1].view(x[1].sizes())};
+      });
   auto same_twice = [] {
     Tensor xx = nonleaf({3, 3});
     return TL{xx, xx};
@@ -496,9 +719,9 @@ std::vector<MetadataCase> build() {
     a.mul_(2);
     return TL{a + b};
   });
-  add("duplicate_inputs_output_view", same_twice,
-      [](const TL& x) { return TL{x[0].view(-1), x[1] * 2}; });
-  add("duplicate_inputs_no_grad_keep",
+  add("duplicate_inputs_output_view", same_twice, [](const TL& x) { return TL{x[0].view(-1), x[1] * 2}; });
+  add(
+      "duplicate_inputs_no_grad_keep",
       [] {
         Tensor xx = ones({3, 3});
         return TL{xx, xx};
@@ -520,10 +743,24 @@ std::vector<MetadataCase> build() {
     }
     return TL{a * b};
   };
-  add("set__input_mutation", [] { return TL{ones({3, 3}, true)}; }, set_input, /*keep=*/true);
+  add(
+      "set__input_mutation",
+      [] {
+        return TL{ones({3, 3}, true)};
+      },
+      set_input, /*keep=*/true);
   // PyTorch refuses a set_() it cannot keep in the graph: expected to throw.
-  add("set__input_mutation_no_keep", [] { return TL{ones({3, 3}, true)}; }, set_input);
-  add("set__nop", [] { return TL{ones({3, 3}, true)}; },
+  add(
+      "set__input_mutation_no_keep",
+      [] {
+        return TL{ones({3, 3}, true)};
+      },
+      set_input);
+  add(
+      "set__nop",
+      [] {
+        return TL{ones({3, 3}, true)};
+      },
       [](const TL& x) {
         Tensor a = x[0];
         Tensor b = at::arange(9, at::TensorOptions().dtype(a.scalar_type()));
@@ -535,7 +772,11 @@ std::vector<MetadataCase> build() {
         }
         return TL{a + b.reshape({3, 3})};
       });
-  add("set__and_data_mutation_good", [] { return TL{ones({3, 3}), ones({3, 3})}; },
+  add(
+      "set__and_data_mutation_good",
+      [] {
+        return TL{ones({3, 3}), ones({3, 3})};
+      },
       [](const TL& x) {
         Tensor a = x[0], b = x[1];
         {
@@ -548,14 +789,18 @@ std::vector<MetadataCase> build() {
       /*keep=*/true);
 
   // ============================ More edge cases ============================
-  add("channels_last_output_tangent",
+  add(
+      "channels_last_output_tangent",
       [] {
         Tensor a = at::ones({1, 3, 2, 2}).contiguous(at::MemoryFormat::ChannelsLast);
         a.requires_grad_(true);
         return TL{a};
       },
-      [](const TL& x) { return TL{x[0] * 2, (x[0] * 3).sum(1)}; });
-  add("float64_input_mutation_tangent",
+      [](const TL& x) {
+        return TL{x[0] * 2, (x[0] * 3).sum(1)};
+      });
+  add(
+      "float64_input_mutation_tangent",
       [] {
         Tensor a = at::ones({3, 3}, at::kDouble);
         a.requires_grad_(true);
@@ -566,79 +811,131 @@ std::vector<MetadataCase> build() {
         a.mul_(2);
         return TL{(a * 3).to(at::kFloat)};
       });
-  add("int_input_mutation_keep", [] { return TL{at::arange(6).view({2, 3})}; },
+  add(
+      "int_input_mutation_keep",
+      [] {
+        return TL{at::arange(6).view({2, 3})};
+      },
       [](const TL& x) {
         Tensor a = x[0];
         a.add_(1);
         return TL{a * 2, a.view(-1)};
       },
       /*keep=*/true);
-  add("input_mutation_out_variant", [] { return TL{ones({3}), ones({3}), ones({3})}; },
+  add(
+      "input_mutation_out_variant",
+      [] {
+        return TL{ones({3}), ones({3}), ones({3})};
+      },
       [](const TL& x) {
         Tensor a = x[0];
         at::add_out(a, x[1], x[2]);
         return TL{a * 2};
       });
-  add("input_mutation_copy_from_other_input", [] { return TL{nonleaf({3, 3}), ones({3, 3}, true)}; },
+  add(
+      "input_mutation_copy_from_other_input",
+      [] {
+        return TL{nonleaf({3, 3}), ones({3, 3}, true)};
+      },
       [](const TL& x) {
         Tensor a = x[0];
         a.copy_(x[1]);
         return TL{a + 1};
       });
-  add("input_metadata_mutation_is_output", [] { return TL{nonleaf({2, 3})}; },
+  add(
+      "input_metadata_mutation_is_output",
+      [] {
+        return TL{nonleaf({2, 3})};
+      },
       [](const TL& x) {
         Tensor a = x[0];
         a.unsqueeze_(0);
         return TL{a};
       });
-  add("input_mutation_through_returned_view", [] { return TL{nonleaf({3, 3})}; },
+  add(
+      "input_mutation_through_returned_view",
+      [] {
+        return TL{nonleaf({3, 3})};
+      },
       [](const TL& x) {
         Tensor v = x[0].view(-1);
         v.mul_(2);
         return TL{v};
       });
-  add("input_mutation_detached_no_grad_input_keep", [] { return TL{ones({3}), ones({3})}; },
+  add(
+      "input_mutation_detached_no_grad_input_keep",
+      [] {
+        return TL{ones({3}), ones({3})};
+      },
       [](const TL& x) {
         x[0].detach().mul_(2);
         return TL{x[0] + x[1]};
       },
       /*keep=*/true);
-  add("detach_view_and_view", [] { return TL{ones({3, 3}, true)}; },
+  add(
+      "detach_view_and_view",
+      [] {
+        return TL{ones({3, 3}, true)};
+      },
       [](const TL& x) {
         Tensor out = x[0] * 2;
         return TL{out.detach().view(-1), out.view(-1)};
       });
-  add("two_intermediate_bases", [] { return TL{ones({3, 3}, true)}; },
+  add(
+      "two_intermediate_bases",
+      [] {
+        return TL{ones({3, 3}, true)};
+      },
       [](const TL& x) {
         Tensor out1 = x[0] * 2;
         Tensor out2 = x[0] * 3;
         return TL{out1.view(-1), out2.view(-1), out1.t(), out2[0]};
       });
-  add("intermediate_view_returned_twice", [] { return TL{ones({3, 3}, true)}; },
+  add(
+      "intermediate_view_returned_twice",
+      [] {
+        return TL{ones({3, 3}, true)};
+      },
       [](const TL& x) {
         Tensor v = (x[0] * 2).view(-1);
         return TL{v, v};
       });
-  add("view_of_view_of_intermediate", [] { return TL{ones({3, 3}, true)}; },
+  add(
+      "view_of_view_of_intermediate",
+      [] {
+        return TL{ones({3, 3}, true)};
+      },
       [](const TL& x) {
         Tensor out = x[0] * 2;
         return TL{out.view(-1).view({3, 3}), out.t()[0], out.diagonal()};
       });
-  add("intermediate_mutated_after_view", [] { return TL{ones({3, 3}, true)}; },
+  add(
+      "intermediate_mutated_after_view",
+      [] {
+        return TL{ones({3, 3}, true)};
+      },
       [](const TL& x) {
         Tensor out = x[0] * 2;
         Tensor v = out.view(-1);
         out.mul_(2);
         return TL{v, out};
       });
-  add("view_then_inplace_makes_base_require_grad", [] { return TL{ones({3, 3}, true), ones({3, 3})}; },
+  add(
+      "view_then_inplace_makes_base_require_grad",
+      [] {
+        return TL{ones({3, 3}, true), ones({3, 3})};
+      },
       [](const TL& x) {
         Tensor out = x[1] * 2;
         Tensor v = out.view(-1);
         out.mul_(x[0]);
         return TL{v};
       });
-  add("intermediate_made_under_no_grad", [] { return TL{ones({3, 3}, true)}; },
+  add(
+      "intermediate_made_under_no_grad",
+      [] {
+        return TL{ones({3, 3}, true)};
+      },
       [](const TL& x) {
         Tensor out;
         {
@@ -647,21 +944,34 @@ std::vector<MetadataCase> build() {
         }
         return TL{out.view(-1), x[0] * 2};
       });
-  add("reshape_view_and_copy", [] { return TL{ones({2, 3}, true)}; },
+  add(
+      "reshape_view_and_copy",
+      [] {
+        return TL{ones({2, 3}, true)};
+      },
       [](const TL& x) {
         const Tensor& a = x[0];
         Tensor out = a * 2;
         return TL{a.reshape(-1), out.t().reshape(-1), a.as_strided({2}, {1}), a.expand({2, 2, 3})};
       });
-  add("custom_function_clone", [] { return TL{ones({4}, true)}; },
+  add(
+      "custom_function_clone", [] { return TL{ones({4}, true)}; },
       [](const TL& x) { return TL{CloneFn::apply(x[0])}; });
-  add("grad_mode_mutation_enable", [] { return TL{ones({3, 3}, true)}; },
+  add(
+      "grad_mode_mutation_enable",
+      [] {
+        return TL{ones({3, 3}, true)};
+      },
       [](const TL& x) {
         at::GradMode::set_enabled(true);
         return TL{x[0] * 2};
       },
       /*keep=*/false, /*grad_enabled=*/false);
-  add("set__then_return_input", [] { return TL{ones({3, 3}, true), ones({3, 3})}; },
+  add(
+      "set__then_return_input",
+      [] {
+        return TL{ones({3, 3}, true), ones({3, 3})};
+      },
       [](const TL& x) {
         Tensor a = x[0];
         {
@@ -671,7 +981,11 @@ std::vector<MetadataCase> build() {
         return TL{a, a.view(-1)};
       },
       /*keep=*/true);
-  add("set__to_intermediate_then_return_input", [] { return TL{ones({3, 3}, true)}; },
+  add(
+      "set__to_intermediate_then_return_input",
+      [] {
+        return TL{ones({3, 3}, true)};
+      },
       [](const TL& x) {
         Tensor a = x[0];
         Tensor b = at::arange(9, at::TensorOptions().dtype(a.scalar_type())).reshape({3, 3});
@@ -682,7 +996,11 @@ std::vector<MetadataCase> build() {
         return TL{a, b};
       },
       /*keep=*/true);
-  add("set__other_input_then_view_of_source", [] { return TL{ones({3, 3}), ones({3, 3})}; },
+  add(
+      "set__other_input_then_view_of_source",
+      [] {
+        return TL{ones({3, 3}), ones({3, 3})};
+      },
       [](const TL& x) {
         Tensor a = x[0], b = x[1];
         {
@@ -692,30 +1010,55 @@ std::vector<MetadataCase> build() {
         return TL{a.view(-1), b * 2};
       },
       /*keep=*/true);
-  add("scalar_output_tangent", [] { return TL{ones({3, 3}, true)}; },
-      [](const TL& x) { return TL{x[0].sum(), (x[0] * 2).mean(0)}; });
-  add("input_detach_inplace", [] { return TL{nonleaf({3, 3})}; },
+  add(
+      "scalar_output_tangent",
+      [] {
+        return TL{ones({3, 3}, true)};
+      },
+      [](const TL& x) {
+        return TL{x[0].sum(), (x[0] * 2).mean(0)};
+      });
+  add(
+      "input_detach_inplace",
+      [] {
+        return TL{nonleaf({3, 3})};
+      },
       [](const TL& x) {
         Tensor a = x[0];
         a.detach_();
         return TL{a * 2};
       });
-  add("input_resize_same_numel", [] { return TL{ones({3, 3})}; },
+  add(
+      "input_resize_same_numel",
+      [] {
+        return TL{ones({3, 3})};
+      },
       [](const TL& x) {
         Tensor a = x[0];
         a.resize_({9});
         return TL{a * 2};
       });
-  add("input_mutation_squeeze_and_swapdims_", [] { return TL{nonleaf({1, 2, 3})}; },
+  add(
+      "input_mutation_squeeze_and_swapdims_",
+      [] {
+        return TL{nonleaf({1, 2, 3})};
+      },
       [](const TL& x) {
         Tensor a = x[0];
         a.squeeze_(0);
         a.swapdims_(0, 1);
         return TL{a + 1};
       });
-  add("alias_op_of_input", [] { return TL{nonleaf({3, 3})}; },
-      [](const TL& x) { return TL{at::alias(x[0]), x[0].flatten()}; });
-  add("views_of_no_grad_base_mutated",
+  add(
+      "alias_op_of_input",
+      [] {
+        return TL{nonleaf({3, 3})};
+      },
+      [](const TL& x) {
+        return TL{at::alias(x[0]), x[0].flatten()};
+      });
+  add(
+      "views_of_no_grad_base_mutated",
       [] {
         Tensor base = at::ones({4, 4});
         return TL{base[1], base.select(1, 1)};

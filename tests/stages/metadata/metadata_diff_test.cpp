@@ -106,8 +106,8 @@ std::optional<std::string> run_python(const std::string& python, const std::stri
     std::remove(err_path);
   }
   if (status != 0) {
-    error = "the PyTorch oracle failed (exit status " + std::to_string(status) + "): " + cmd +
-            "\n--- stderr ---\n" + err;
+    error =
+        "the PyTorch oracle failed (exit status " + std::to_string(status) + "): " + cmd + "\n--- stderr ---\n" + err;
     return std::nullopt;
   }
   return out;
@@ -131,8 +131,9 @@ Oracle run_oracle() {
                                  ? std::string(test_dir) + "/metadata/metadata_oracle.py"
                                  : std::string(AOTPIPE_METADATA_ORACLE_PY);
   if (python.empty()) {
-    o.error = "no Python to run the PyTorch oracle: set AOTPIPE_PYTHON (a python with torch 2.11; "
-              "`source ~/.cache/aotpipe/env.sh`)";
+    o.error =
+        "no Python to run the PyTorch oracle: set AOTPIPE_PYTHON (a python with torch 2.11; "
+        "`source ~/.cache/aotpipe/env.sh`)";
     return o;
   }
   if (script.empty() || !std::ifstream(script).good()) {
@@ -268,9 +269,7 @@ TEST(MetadataOracle, SameCaseNamesInPythonAndCpp) {
   ASSERT_TRUE(oracle().ok) << oracle().error;
   std::set<std::string> py, cpp;
   for (const auto& [name, _] : oracle().cases.items()) py.insert(name);
-  for (const auto& c : metadata_corpus()) {
-    EXPECT_TRUE(cpp.insert(c.name).second) << "duplicate C++ case " << c.name;
-  }
+  for (const auto& c : metadata_corpus()) { EXPECT_TRUE(cpp.insert(c.name).second) << "duplicate C++ case " << c.name; }
   std::string only_py, only_cpp;
   for (const auto& n : py)
     if (!cpp.count(n)) only_py += " " + n;
@@ -325,11 +324,8 @@ TEST_P(MetadataDiffTest, MatchesPyTorch) {
     std::string got;
     try {
       got = to_json(collect(c, inputs));
-    } catch (const std::exception&) {
-      threw = true;
-    }
-    EXPECT_TRUE(threw) << "PyTorch raised " << want["error"].get<std::string>()
-                       << "\nbut aotpipe returned " << got;
+    } catch (const std::exception&) { threw = true; }
+    EXPECT_TRUE(threw) << "PyTorch raised " << want["error"].get<std::string>() << "\nbut aotpipe returned " << got;
     return;
   }
 
@@ -342,9 +338,7 @@ TEST_P(MetadataDiffTest, MatchesPyTorch) {
   json got;
   try {
     got = json::parse(text);
-  } catch (const std::exception& e) {
-    FAIL() << "to_json is not valid JSON (" << e.what() << "): " << text;
-  }
+  } catch (const std::exception& e) { FAIL() << "to_json is not valid JSON (" << e.what() << "): " << text; }
   if (auto known = known_divergences().find(GetParam()); known != known_divergences().end()) {
     EXPECT_NE(got, want) << "case " << GetParam() << " now matches PyTorch: remove it from known_divergences()";
     return;
@@ -364,9 +358,7 @@ TEST_P(MetadataDiffTest, DerivedFieldsMatchPyTorch) {
   ViewAndMutationMeta meta;
   try {
     meta = collect(c, inputs);
-  } catch (const std::exception& e) {
-    FAIL() << "aotpipe threw: " << e.what();
-  }
+  } catch (const std::exception& e) { FAIL() << "aotpipe threw: " << e.what(); }
   const json want = entry.at("derived");
   const json got = derived_of(meta);
   if (known_divergences().count(GetParam())) {
@@ -602,15 +594,14 @@ TEST(MetadataHandWritten, JsonFormat) {
   const json j = json::parse(to_json(run_named("output_aliases_intermediate_multiple")));
   std::set<std::string> keys;
   for (const auto& [k, _] : j.items()) keys.insert(k);
-  EXPECT_EQ(keys, (std::set<std::string>{"input_info", "output_info", "num_intermediate_bases",
-                                          "keep_input_mutations", "traced_tangents"}));
+  EXPECT_EQ(keys, (std::set<std::string>{"input_info", "output_info", "num_intermediate_bases", "keep_input_mutations",
+                                         "traced_tangents"}));
   std::set<std::string> in_keys;
   for (const auto& [k, _] : j.at("input_info").at(0).items()) in_keys.insert(k);
-  EXPECT_EQ(in_keys, (std::set<std::string>{"is_leaf", "mutates_data", "mutates_metadata",
-                                             "mutations_hidden_from_autograd",
-                                             "mutations_under_no_grad_or_inference_mode",
-                                             "mutates_storage_metadata", "requires_grad",
-                                             "keep_input_mutations", "mutation_type"}));
+  EXPECT_EQ(in_keys,
+            (std::set<std::string>{"is_leaf", "mutates_data", "mutates_metadata", "mutations_hidden_from_autograd",
+                                   "mutations_under_no_grad_or_inference_mode", "mutates_storage_metadata",
+                                   "requires_grad", "keep_input_mutations", "mutation_type"}));
   EXPECT_EQ(j.at("input_info").at(0).at("mutation_type"), "NOT_MUTATED");
   EXPECT_EQ(j.at("output_info").at(0).at("output_type"), "alias_of_intermediate_save_as_output");
   EXPECT_EQ(j.at("output_info").at(0).at("base_idx"), 0);

@@ -126,9 +126,9 @@ TEST(PartitionOracle, SavedBytesMatchPyTorch) {
   EXPECT_EQ(aten_only(ops.random), lists.at("random").get<std::set<std::string>>());
   EXPECT_EQ(aten_only(ops.compute_intensive), lists.at("compute_intensive").get<std::set<std::string>>());
 
-  std::string table = fmt::format("{:<15} | {:>12} {:>12} {:>12} | {:>12} {:>12} {:>12} | saved by aotpipe min-cut\n",
-                                  "function", "C++ min-cut", "Py min-cut", "Py raw", "C++ default", "Py default",
-                                  "Py raw");
+  std::string table =
+      fmt::format("{:<15} | {:>12} {:>12} {:>12} | {:>12} {:>12} {:>12} | saved by aotpipe min-cut\n", "function",
+                  "C++ min-cut", "Py min-cut", "Py raw", "C++ default", "Py default", "Py raw");
   for (const auto& c : testing::partition_cases()) {
     SCOPED_TRACE(c.name);
     if (!c.no_oracle_reason.empty()) {

@@ -82,7 +82,8 @@ void expect_well_formed(const JointGraph& joint, const PartitionResult& r) {
   ASSERT_EQ(r.forward.num_outputs(), joint.num_fwd_outputs + num_saved);
   ASSERT_EQ(r.backward.num_inputs(), num_saved + num_tangents);
   ASSERT_EQ(r.backward.num_outputs(), joint.graph.num_outputs() - joint.num_fwd_outputs);
-  for (std::size_t i = 0; i < joint.num_primals; ++i) EXPECT_EQ(r.forward.input(i)->name(), joint.graph.input(i)->name());
+  for (std::size_t i = 0; i < joint.num_primals; ++i)
+    EXPECT_EQ(r.forward.input(i)->name(), joint.graph.input(i)->name());
   std::vector<std::string> fwd_out = output_names(r.forward), bwd_in = input_names(r.backward);
   int64_t bytes = 0;
   for (std::size_t i = 0; i < num_saved; ++i) {
@@ -138,8 +139,8 @@ TEST_P(PartitionNumerics, ForwardThenBackwardEqualsJointAndEager) {
   TensorList inputs;
   JointGraph joint = joint_of(c, &inputs);
   verify(joint.graph);
-  PartitionResult r = min_cut ? partitioners::min_cut_rematerialization_partition()(joint)
-                              : partitioners::default_partition()(joint);
+  PartitionResult r =
+      min_cut ? partitioners::min_cut_rematerialization_partition()(joint) : partitioners::default_partition()(joint);
   expect_well_formed(joint, r);
   SCOPED_TRACE(r.forward.to_string() + "\n" + r.backward.to_string());
 
@@ -192,7 +193,8 @@ TEST(MinCutPartition, RecomputedNodesAreJustBeforeTheirFirstUse) {
     ASSERT_EQ(recomputed.size(), r.recomputed.size()) << name;
     // Nodes that depend on the tangents: the backward proper.
     std::unordered_set<const Value*> from_tangents;
-    for (std::size_t t = r.saved_values.size(); t < r.backward.num_inputs(); ++t) from_tangents.insert(r.backward.input(t));
+    for (std::size_t t = r.saved_values.size(); t < r.backward.num_inputs(); ++t)
+      from_tangents.insert(r.backward.input(t));
     std::unordered_set<const Node*> backward_proper;
     for (const Node* n : r.backward.nodes()) {
       bool dep = false;
@@ -212,8 +214,9 @@ TEST(MinCutPartition, RecomputedNodesAreJustBeforeTheirFirstUse) {
           if (v->producer() == nodes[i]) first_use = j;
       ASSERT_LT(first_use, nodes.size()) << name << ": " << nodes[i]->label() << " is unused\n" << r.backward;
       for (std::size_t j = i + 1; j < first_use; ++j)
-        EXPECT_FALSE(backward_proper.count(nodes[j])) << name << ": " << nodes[j]->label() << " sits between "
-                                                 << nodes[i]->label() << " and its first use\n" << r.backward;
+        EXPECT_FALSE(backward_proper.count(nodes[j]))
+            << name << ": " << nodes[j]->label() << " sits between " << nodes[i]->label() << " and its first use\n"
+            << r.backward;
     }
   }
 }
@@ -252,7 +255,7 @@ TEST(MinCutPartition, MatmulIsSavedTanhRecomputed) {
   // outs[1].target == aten.mm: the mm result is the first saved value; mm is never recomputed.
   ASSERT_GE(r.forward.num_outputs(), 2u);
   EXPECT_EQ(r.forward.outputs()[1]->producer()->qualified_name(), "aten::mm") << r.forward;
-  EXPECT_EQ(count_op(r.backward, "aten::mm"), 1u) << r.backward;  // only the backward's own mm
+  EXPECT_EQ(count_op(r.backward, "aten::mm"), 1u) << r.backward;    // only the backward's own mm
   EXPECT_EQ(count_op(r.backward, "aten::tanh"), 1u) << r.backward;  // tanh = tanh(mm) recomputed
 }
 
@@ -369,16 +372,16 @@ TEST(MinCutPartition, MultiOutputOpsSaveResultsOneByOne) {
   JointGraph joint = joint_of(testing::partition_case("layer_norm"));
   PartitionResult r = partitioners::min_cut_rematerialization_partition()(joint);
   // native_layer_norm's mean and rstd, not its normalized output.
-  EXPECT_EQ(r.saved_values,
-            (std::vector<std::string>{"primals_1", "primals_2", "primals_3", "native_layer_norm_1", "native_layer_norm_2"}));
+  EXPECT_EQ(r.saved_values, (std::vector<std::string>{"primals_1", "primals_2", "primals_3", "native_layer_norm_1",
+                                                      "native_layer_norm_2"}));
 }
 
 TEST(MinCutPartition, AlgorithmsAgree) {
   for (const auto& c : testing::partition_cases()) {
     JointGraph joint = joint_of(c);
     std::vector<std::string> reference;
-    for (auto algorithm : {partitioners::MaxFlowAlgorithm::BoykovKolmogorov, partitioners::MaxFlowAlgorithm::PushRelabel,
-                           partitioners::MaxFlowAlgorithm::EdmondsKarp}) {
+    for (auto algorithm : {partitioners::MaxFlowAlgorithm::BoykovKolmogorov,
+                           partitioners::MaxFlowAlgorithm::PushRelabel, partitioners::MaxFlowAlgorithm::EdmondsKarp}) {
       MinCutOptions options;
       options.algorithm = algorithm;
       PartitionResult r = partitioners::min_cut_rematerialization_partition(options)(joint);
@@ -470,8 +473,8 @@ TEST(Partitioners, KeptInputMutationStaysInTheForward) {
   at::Tensor joint_buffer = joint_in[1];
   TensorList expected = Interpreter(joint.graph).run(joint_in);
   for (bool min_cut : {false, true}) {
-    PartitionResult r = min_cut ? partitioners::min_cut_rematerialization_partition()(joint)
-                                : partitioners::default_partition()(joint);
+    PartitionResult r =
+        min_cut ? partitioners::min_cut_rematerialization_partition()(joint) : partitioners::default_partition()(joint);
     expect_well_formed(joint, r);
     EXPECT_EQ(count_op(r.forward, "aten::copy_"), 1u) << r.forward;
     EXPECT_EQ(count_op(r.backward, "aten::copy_"), 0u) << r.backward;
@@ -571,15 +574,15 @@ TEST(Cse, MergesRepeatedCallsButNotRandomOpsOrOutputs) {
   Graph g("g");
   Value* x = g.add_input("x", TensorMeta::contiguous({4}));
   Value* a = g.add_call("aten::sin", {x})->output();
-  Value* b = g.add_call("aten::sin", {x})->output();            // = a
+  Value* b = g.add_call("aten::sin", {x})->output();  // = a
   Value* c = g.add_call("aten::add.Tensor", {a, b})->output();
   Value* d = g.add_call("aten::add.Tensor", {b, a})->output();  // different argument order: kept
   Value* s1 = g.add_call("aten::mul.Scalar", {c, 2})->output();
   Value* s2 = g.add_call("aten::mul.Scalar", {c, 2.0})->output();  // 2 vs 2.0: kept (PyTorch hashes types)
   Value* r1 = g.add_call("aten::rand_like", {x})->output();
-  Value* r2 = g.add_call("aten::rand_like", {x})->output();     // random: kept
+  Value* r2 = g.add_call("aten::rand_like", {x})->output();  // random: kept
   Value* o1 = g.add_call("aten::cos", {x})->output();
-  Value* o2 = g.add_call("aten::cos", {x})->output();           // both are graph outputs: kept
+  Value* o2 = g.add_call("aten::cos", {x})->output();  // both are graph outputs: kept
   g.set_outputs({d, s1, s2, r1, r2, o1, o2});
   propagate_meta(g);
   std::size_t merged = 0;
