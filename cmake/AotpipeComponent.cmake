@@ -1,8 +1,10 @@
-# aotpipe_add_component(NAME SOURCES... [PUBLIC_DEPS ...] [PRIVATE_DEPS ...])
+# aotpipe_add_component(NAME SOURCES... [PUBLIC_DEPS ...] [PRIVATE_DEPS ...] [INTERNAL_HEADERS ...])
 # One library per component folder: target aotpipe_<name>, alias aotpipe::<name>, headers of the
-# folder installed to include/aotpipe/<name>/ and reachable in the tree as <aotpipe/<name>/x.h>.
+# folder reachable in the tree as <aotpipe/<name>/x.h> and installed to include/aotpipe/<name>/,
+# except `internal/` folders and the INTERNAL_HEADERS (file names): headers only the libraries
+# include. The installed-package test checks that no installed header includes one of them.
 function(aotpipe_add_component name)
-  cmake_parse_arguments(ARG "" "" "SOURCES;PUBLIC_DEPS;PRIVATE_DEPS" ${ARGN})
+  cmake_parse_arguments(ARG "" "" "SOURCES;PUBLIC_DEPS;PRIVATE_DEPS;INTERNAL_HEADERS" ${ARGN})
   set(target aotpipe_${name})
   if(ARG_SOURCES)
     add_library(${target} ${ARG_SOURCES})
@@ -32,6 +34,10 @@ function(aotpipe_add_component name)
     LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
     ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
     RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+  set(internal PATTERN "internal" EXCLUDE)
+  foreach(header IN LISTS ARG_INTERNAL_HEADERS)
+    list(APPEND internal PATTERN "${header}" EXCLUDE)
+  endforeach()
   install(DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/aotpipe/${name}
-    FILES_MATCHING PATTERN "*.h" PATTERN "internal" EXCLUDE)
+    FILES_MATCHING PATTERN "*.h" ${internal})
 endfunction()

@@ -31,6 +31,33 @@ if(NOT EXISTS ${prefix}/lib/cmake/aotpipe/aotpipeConfig.cmake)
   message(FATAL_ERROR "package test: no aotpipeConfig.cmake under ${prefix}/lib/cmake/aotpipe")
 endif()
 
+# Only the headers users include are installed, and they are complete: every <aotpipe/...> an
+# installed header includes is installed too, and the libraries' internal headers are not.
+file(GLOB_RECURSE installed_headers RELATIVE ${prefix}/include ${prefix}/include/aotpipe/*.h)
+set(dangling "")
+foreach(header IN LISTS installed_headers)
+  file(STRINGS ${prefix}/include/${header} includes REGEX "^#include <aotpipe/")
+  foreach(line IN LISTS includes)
+    string(REGEX REPLACE "^#include <([^>]+)>.*" "\\1" included "${line}")
+    if(NOT EXISTS ${prefix}/include/${included})
+      list(APPEND dangling "${header} includes ${included}")
+    endif()
+  endforeach()
+endforeach()
+if(dangling)
+  message(FATAL_ERROR "package test: installed headers include headers that are not installed: ${dangling}")
+endif()
+foreach(internal aotpipe/graph/text_format.h aotpipe/runtime/aot_runtime.h aotpipe/runtime/torch_thread_state.h
+                 aotpipe/stages/common/aliasing.h aotpipe/stages/partition/cse.h
+                 aotpipe/stages/partition/op_classes.h
+                 aotpipe/graph/internal/trace_backward.h)
+  if(EXISTS ${prefix}/include/${internal})
+    message(FATAL_ERROR "package test: the internal header ${internal} is installed")
+  endif()
+endforeach()
+list(LENGTH installed_headers installed_count)
+message(STATUS "package test: ${installed_count} headers installed, all includes resolved")
+
 # Nothing of the build or source tree may leak into the consumer: only the prefix is given
 # (plus where torch lives, which the installed config would otherwise default to anyway).
 set(configure_args -S ${SOURCE_DIR} -B ${consumer_build} -G ${GENERATOR}
