@@ -20,10 +20,8 @@ What is timed:
 import argparse
 import concurrent.futures
 import multiprocessing
-import os
 import pathlib
 import re
-import subprocess
 import sys
 import time
 
@@ -35,25 +33,14 @@ import torch  # noqa: E402
 from functorch.compile import nop  # noqa: E402
 
 import generate  # noqa: E402
+from aotpipe_runs import best_batch_run  # noqa: E402
 
 
 def aotpipe_batch(exe, jobs, repeat):
     """(graphs, batch seconds as the Summary reports them, whole process seconds), best of repeat."""
-    best = None
-    for _ in range(repeat):
-        start = time.perf_counter()
-        # One intra-op thread, as the Python side: -j is then the only parallelism.
-        out = subprocess.run([exe, "compile", str(ROOT / "examples"), "-j", str(jobs), "--no-svg", "--no-cache"],
-                             capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
-        process = time.perf_counter() - start
-        if out.returncode != 0:
-            sys.exit(f"aotpipe compile -j {jobs} failed:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}")
-        # Summary:  graphs ok failed wall-s graphs/s ...
-        summary = out.stdout.split("\nSummary\n", 1)[1].splitlines()[1].split()
-        graphs, batch = int(summary[0]), float(summary[3])
-        if best is None or batch < best[1]:
-            best = (graphs, batch, process)
-    return best
+    graphs, batch, process, _ = best_batch_run(
+        [exe, "compile", str(ROOT / "examples"), "-j", str(jobs), "--no-svg", "--no-cache"], repeat)
+    return graphs, batch, process
 
 
 def python_compile_one(p):

@@ -17,28 +17,11 @@ import filecmp
 import os
 import pathlib
 import shutil
-import subprocess
-import sys
 import tempfile
-import time
+
+from aotpipe_runs import best_batch_run as run
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent.parent
-
-
-def run(cmd, repeat):
-    """(graphs, best batch seconds from the Summary, process seconds of that run, stdout)."""
-    best = None
-    for _ in range(repeat):
-        start = time.perf_counter()
-        out = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
-        process = time.perf_counter() - start
-        if out.returncode != 0:
-            sys.exit(f"{' '.join(cmd)} failed:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}")
-        summary = out.stdout.split("\nSummary\n", 1)[1].splitlines()[1].split()
-        graphs, batch = int(summary[0]), float(summary[3])
-        if best is None or batch < best[1]:
-            best = (graphs, batch, process, out.stdout)
-    return best
 
 
 def same_tree(a, b):
