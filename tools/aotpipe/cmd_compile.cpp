@@ -47,7 +47,6 @@
 #include <iterator>
 #include <mutex>
 #include <chrono>
-#include <map>
 #include <numeric>
 #include <memory>
 #include <optional>

@@ -32,23 +32,20 @@ void check(int rc, const char* what) {
   if (rc != MPI_SUCCESS) throw std::runtime_error(fmt::format("MPI: {} failed ({})", what, rc));
 }
 
-std::string receive_text(const MPI_Status& status) {
+// The probed message, into a Buffer of `type` elements (std::string of MPI_CHAR, a vector of
+// MPI_UINT64_T).
+template <typename Buffer>
+Buffer receive(const MPI_Status& status, MPI_Datatype type) {
   int count = 0;
-  check(MPI_Get_count(&status, MPI_CHAR, &count), "MPI_Get_count");
-  std::string payload(static_cast<std::size_t>(count), '\0');
-  check(MPI_Recv(payload.data(), count, MPI_CHAR, status.MPI_SOURCE, status.MPI_TAG, MPI_COMM_WORLD, MPI_STATUS_IGNORE),
+  check(MPI_Get_count(&status, type, &count), "MPI_Get_count");
+  Buffer buffer(static_cast<std::size_t>(count), typename Buffer::value_type{});
+  check(MPI_Recv(buffer.data(), count, type, status.MPI_SOURCE, status.MPI_TAG, MPI_COMM_WORLD, MPI_STATUS_IGNORE),
         "MPI_Recv");
-  return payload;
+  return buffer;
 }
-
+std::string receive_text(const MPI_Status& status) { return receive<std::string>(status, MPI_CHAR); }
 std::vector<std::uint64_t> receive_indices(const MPI_Status& status) {
-  int count = 0;
-  check(MPI_Get_count(&status, MPI_UINT64_T, &count), "MPI_Get_count");
-  std::vector<std::uint64_t> values(static_cast<std::size_t>(count));
-  check(MPI_Recv(values.data(), count, MPI_UINT64_T, status.MPI_SOURCE, status.MPI_TAG, MPI_COMM_WORLD,
-                 MPI_STATUS_IGNORE),
-        "MPI_Recv");
-  return values;
+  return receive<std::vector<std::uint64_t>>(status, MPI_UINT64_T);
 }
 
 void send_text(const std::string& payload, int tag, const char* what) {
