@@ -1,4 +1,4 @@
-"""Conan 2 recipe of aotpipe: builds and packages the five libraries (graph, pipeline, stages,
+"""Conan 2 recipe of aotpipe: builds and packages the six libraries (graph, tracer, pipeline, stages,
 runtime, export), one Conan component each. See docs/conan.md.
 
 Dependencies:
@@ -192,10 +192,11 @@ class AotpipeConan(ConanFile):
                   ["onetbb::libtbb", "boost::headers", "nlohmann_json::nlohmann_json", "fmt::fmt"],
                   ["tbb", "fmt"])
         component("graph", [], ["fmt::fmt"], ["fmt"])  # + libtorch, from the build module
-        component("stages", ["graph", "pipeline"],
+        component("tracer", ["graph"], ["fmt::fmt"], ["fmt"])
+        component("stages", ["tracer", "graph", "pipeline"],
                   ["fmt::fmt", "nlohmann_json::nlohmann_json", "boost::headers"], ["fmt"])
         redis = bool(self.options.with_redis)
-        component("runtime", ["stages", "pipeline", "graph"],
+        component("runtime", ["stages", "tracer", "pipeline", "graph"],
                   ["fmt::fmt", "nlohmann_json::nlohmann_json", "xxhash::xxhash"] + (["hiredis::hiredis"] if redis else []),
                   ["fmt"] + (["hiredis"] if redis else []))
         component("export", ["runtime", "graph"], ["fmt::fmt", "nlohmann_json::nlohmann_json"], ["fmt"])

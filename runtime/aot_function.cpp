@@ -5,6 +5,7 @@
 #include <aotpipe/runtime/cache_key.h>
 #include <aotpipe/runtime/post_compile.h>
 #include <aotpipe/runtime/torch_thread_state.h>
+#include <aotpipe/stages/compile/compile_stage.h>
 
 #include <ATen/core/grad_mode.h>
 #include <fmt/format.h>
@@ -39,15 +40,16 @@ struct FlightLead {
   }
 };
 
-CompileOutput finish_from_artifact(std::shared_ptr<const CompiledArtifact> artifact, const AotConfig& config,
-                                   CacheReport report) {
-  CompiledGraphs graphs = compile_artifact_graphs(*artifact, config);
+// A cache hit: the backend compilers on the artifact's graphs, then post_compile.
+Task<CompileOutput> finish_from_artifact(std::shared_ptr<const CompiledArtifact> artifact, const AotConfig& config,
+                                         CacheReport report, Scheduler& scheduler) {
+  CompiledGraphs graphs = co_await compile_graphs(artifact->traced, artifact->partition.get(), config, scheduler);
   CompileOutput out;
   out.state = state_of(*artifact, config, graphs);
   out.runtime = post_compile(artifact, std::move(graphs));
   out.artifact = std::move(artifact);
   out.cache = std::move(report);
-  return out;
+  co_return out;
 }
 
 }  // namespace
@@ -85,7 +87,7 @@ Task<CompileOutput> compile_async(std::string name, Function fn, TensorList exam
             found = std::move(loaded);
             lead.artifact = found;
           } else if (found->name != name) {
-            auto renamed = std::make_shared<CompiledArtifact>(*found);
+            auto renamed = std::make_shared<CompiledArtifact>(*found);  // shares the graphs
             renamed->name = name;
             found = std::move(renamed);
           }
@@ -98,7 +100,7 @@ Task<CompileOutput> compile_async(std::string name, Function fn, TensorList exam
       report.outcome = CacheOutcome::Hit;
       cache->count(CacheOutcome::Hit);
       StageRunScope scope(env, "cache hit");
-      CompileOutput out = finish_from_artifact(std::move(found), config, std::move(report));
+      CompileOutput out = co_await finish_from_artifact(std::move(found), config, std::move(report), env.scheduler);
       scope.succeeded();
       co_return out;
     }
@@ -107,8 +109,8 @@ Task<CompileOutput> compile_async(std::string name, Function fn, TensorList exam
   auto state = std::make_shared<CompileState>();
   state->name = std::move(name);
   state->config = config;
-  state->fn = std::move(fn);
-  state->args = std::move(example_args);
+  state->function.fn = std::move(fn);
+  state->function.args = std::move(example_args);
   co_await pipeline.run(*state, env);
   std::shared_ptr<const CompiledArtifact> artifact = artifact_of(*state);
   if (key) {
@@ -124,7 +126,7 @@ Task<CompileOutput> compile_async(std::string name, Function fn, TensorList exam
   }
   if (cache) cache->count(report.outcome);
   CompileOutput out;
-  out.runtime = post_compile(artifact, {state->compiled_forward, state->compiled_backward}, state->wrappers);
+  out.runtime = post_compile(artifact, state->compiled, state->wrappers);
   out.artifact = std::move(artifact);
   out.state = std::move(state);
   out.cache = std::move(report);

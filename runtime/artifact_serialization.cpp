@@ -298,14 +298,15 @@ RuntimePlan plan_from_json(const Json& j) {
 void check_consistent(const CompiledArtifact& a) {
   const std::size_t num_inputs = a.meta.input_info.size();
   check(a.input_devices.size() == num_inputs, "one input device per input expected");
-  if (!a.trace_joint) {
-    check(a.inference_graph.has_value(), "an inference artifact without its graph");
-    check(a.inference_graph->inputs().size() == num_inputs, "inference graph inputs differ from the metadata");
-    check(a.inference_graph->outputs().size() == a.meta.num_forward_returns,
+  const TracedProgram& t = a.traced;
+  if (!t.joint) {
+    check(t.inference_graph != nullptr, "an inference artifact without its graph");
+    check(t.inference_graph->inputs().size() == num_inputs, "inference graph inputs differ from the metadata");
+    check(t.inference_graph->outputs().size() == a.meta.num_forward_returns,
           "inference graph outputs differ from the metadata");
     return;
   }
-  check(a.joint && a.partition, "a training artifact without its joint graph and partition");
+  check(a.partition != nullptr, "a training artifact without its partition");
   const PartitionResult& p = *a.partition;
   std::size_t num_tangents = 0;
   for (bool t : forward_tangent_mask(a.meta)) num_tangents += t ? 1 : 0;
@@ -313,9 +314,9 @@ void check_consistent(const CompiledArtifact& a) {
   check(p.forward.outputs().size() == a.meta.num_forward_returns + p.saved_values.size(),
         "forward graph outputs differ from the metadata");
   check(p.backward.inputs().size() == p.saved_values.size() + num_tangents, "backward graph inputs differ");
-  check(p.backward.outputs().size() == a.grad_inputs.size(), "backward graph outputs differ from the gradients");
-  for (std::size_t i : a.grad_inputs) check(i < num_inputs, "gradient of a missing input");
-  for (std::size_t k : a.undefined_grads) check(k < a.grad_inputs.size(), "undefined gradient out of range");
+  check(p.backward.outputs().size() == t.grad_inputs.size(), "backward graph outputs differ from the gradients");
+  for (std::size_t i : t.grad_inputs) check(i < num_inputs, "gradient of a missing input");
+  for (std::size_t k : t.undefined_grads) check(k < t.grad_inputs.size(), "undefined gradient out of range");
 }
 
 }  // namespace
@@ -331,10 +332,11 @@ std::string serialize_artifact(const CompiledArtifact& a) {
   for (const RuntimePlan& plan : a.wrappers) wrappers.push_back(plan_to_json(plan));
   j["wrappers"] = std::move(wrappers);
   j["meta"] = meta_to_json(a.meta, tensors);
-  j["trace_joint"] = a.trace_joint;
-  j["joint"] = a.joint ? Json{{"graph", graph_to_json(a.joint->graph, tensors)},
-                              {"num_primals", a.joint->num_primals},
-                              {"num_fwd_outputs", a.joint->num_fwd_outputs}}
+  const TracedProgram& t = a.traced;
+  j["trace_joint"] = a.training();
+  j["joint"] = t.joint ? Json{{"graph", graph_to_json(t.joint->graph, tensors)},
+                              {"num_primals", t.joint->num_primals},
+                              {"num_fwd_outputs", t.joint->num_fwd_outputs}}
                        : Json(nullptr);
   if (a.partition) {
     const PartitionResult& p = *a.partition;
@@ -347,9 +349,9 @@ std::string serialize_artifact(const CompiledArtifact& a) {
   } else {
     j["partition"] = nullptr;
   }
-  j["inference_graph"] = a.inference_graph ? graph_to_json(*a.inference_graph, tensors) : Json(nullptr);
-  j["grad_inputs"] = a.grad_inputs;
-  j["undefined_grads"] = a.undefined_grads;
+  j["inference_graph"] = t.inference_graph ? graph_to_json(*t.inference_graph, tensors) : Json(nullptr);
+  j["grad_inputs"] = t.grad_inputs;
+  j["undefined_grads"] = t.undefined_grads;
   Json devices = Json::array();
   for (const c10::Device& d : a.input_devices) devices.push_back(d.str());
   j["input_devices"] = std::move(devices);
@@ -383,11 +385,14 @@ CompiledArtifact deserialize_artifact(std::string_view bytes) {
     a.name = j.at("name").get<std::string>();
     for (const Json& plan : j.at("wrappers")) a.wrappers.push_back(plan_from_json(plan));
     a.meta = meta_from_json(j.at("meta"), tensors);
-    a.trace_joint = j.at("trace_joint").get<bool>();
+    const bool training = j.at("trace_joint").get<bool>();
     if (const Json& joint = j.at("joint"); !joint.is_null()) {
-      a.joint = JointGraph{graph_from_json(joint.at("graph"), tensors, "joint"),
-                           joint.at("num_primals").get<std::size_t>(), joint.at("num_fwd_outputs").get<std::size_t>()};
+      a.traced.joint = std::make_shared<const JointGraph>(
+          JointGraph{graph_from_json(joint.at("graph"), tensors, "joint"), joint.at("num_primals").get<std::size_t>(),
+                     joint.at("num_fwd_outputs").get<std::size_t>()});
     }
+    check(training == a.training(),
+          training ? "a training artifact without its joint graph" : "an inference artifact with a joint graph");
     if (const Json& p = j.at("partition"); !p.is_null()) {
       PartitionResult r;
       r.forward = graph_from_json(p.at("forward"), tensors, "forward");
@@ -396,12 +401,12 @@ CompiledArtifact deserialize_artifact(std::string_view bytes) {
       r.saved_values = p.at("saved_values").get<std::vector<std::string>>();
       r.saved_bytes = p.at("saved_bytes").get<int64_t>();
       r.recomputed = p.at("recomputed").get<std::vector<std::string>>();
-      a.partition = std::move(r);
+      a.partition = std::make_shared<const PartitionResult>(std::move(r));
     }
     if (const Json& g = j.at("inference_graph"); !g.is_null())
-      a.inference_graph = graph_from_json(g, tensors, "inference");
-    a.grad_inputs = j.at("grad_inputs").get<std::vector<std::size_t>>();
-    a.undefined_grads = j.at("undefined_grads").get<std::vector<std::size_t>>();
+      a.traced.inference_graph = std::make_shared<const Graph>(graph_from_json(g, tensors, "inference"));
+    a.traced.grad_inputs = j.at("grad_inputs").get<std::vector<std::size_t>>();
+    a.traced.undefined_grads = j.at("undefined_grads").get<std::vector<std::size_t>>();
     for (const Json& d : j.at("input_devices")) a.input_devices.emplace_back(d.get<std::string>());
     a.cpu_fallbacks = j.at("cpu_fallbacks").get<CpuFallbackCounts>();
     check_consistent(a);

@@ -18,23 +18,20 @@ std::shared_ptr<const CompiledArtifact> artifact_of(const CompileState& state) {
   a->name = state.name;
   for (const RuntimeWrapper& wrapper : state.wrappers)
     if (wrapper.plan) a->wrappers.push_back(*wrapper.plan);
-  a->meta = state.meta;
-  a->trace_joint = state.needs_autograd;
-  a->joint = state.joint;
-  a->partition = state.partition;
-  a->inference_graph = state.inference_graph;
-  // The joint differentiates with respect to the primals that require grad once the function
-  // has run (as PyTorch's create_joint), counting an input the function made require grad
+  a->meta = state.function.meta;
+  // The graphs are shared with the state, not copied. traced.grad_inputs: the joint
+  // differentiates with respect to the primals that require grad once the function has run (as
+  // PyTorch's create_joint), counting an input the function made require grad
   // (`a.requires_grad_(true)`) but not a mutated input that came to require grad through the
   // mutation: prepare_forward mutates a clone of it, as fn_prepped_for_autograd does.
-  a->grad_inputs = state.grad_inputs;
-  a->undefined_grads = state.undefined_grads;
-  for (const at::Tensor& arg : state.args)
+  a->traced = state.traced;
+  a->partition = state.partition;
+  for (const at::Tensor& arg : state.function.args)
     a->input_devices.push_back(arg.defined() ? arg.device() : c10::Device(c10::kCPU));
   a->cpu_fallbacks = state.cpu_fallbacks;
-  if (a->trace_joint && (!a->joint || !a->partition))
+  if (state.function.needs_autograd && (!a->traced.joint || !a->partition))
     throw std::logic_error(fmt::format("aotpipe ({}): a training compile without a partitioned joint graph", a->name));
-  if (!a->trace_joint && !a->inference_graph)
+  if (!state.function.needs_autograd && (a->traced.joint || !a->traced.inference_graph))
     throw std::logic_error(fmt::format("aotpipe ({}): an inference compile without its graph", a->name));
   return a;
 }

@@ -6,10 +6,11 @@
 //
 //   arguments -> analysis -> joint -> partition -> compile -> CompiledArtifact -> post_compile
 #include <aotpipe/graph/graph.h>
-#include <aotpipe/graph/tracer.h>
 #include <aotpipe/stages/common/runtime_plans.h>
 #include <aotpipe/stages/compile_state.h>
+#include <aotpipe/stages/joint/traced_program.h>
 #include <aotpipe/stages/partition/partitioner.h>
+#include <aotpipe/tracer/tracer.h>
 
 #include <c10/core/Device.h>
 
@@ -25,17 +26,15 @@ namespace aotpipe {
 
 struct CompiledArtifact {
   std::string name;
-  std::vector<RuntimePlan> wrappers;  // the analysis stages' post-compile halves, outermost first
-  ViewAndMutationMeta meta;           // of the inner calling convention (after dedupe / synthetic base)
-  bool trace_joint = false;           // training: joint + partition; else inference_graph
-  std::optional<JointGraph> joint;
-  std::optional<PartitionResult> partition;
-  std::optional<Graph> inference_graph;
-  std::vector<std::size_t> grad_inputs;      // the primal of each backward output
-  std::vector<std::size_t> undefined_grads;  // backward outputs autograd left undefined
+  std::vector<RuntimePlan> wrappers;                 // the analysis stages' post-compile halves, outermost first
+  ViewAndMutationMeta meta;                          // of the inner calling convention (after dedupe / synthetic base)
+  TracedProgram traced;                              // training: the joint graph; inference: the inference graph
+  std::shared_ptr<const PartitionResult> partition;  // training
   // The device of each input it was compiled for (inner convention; CPU for undefined ones).
   std::vector<c10::Device> input_devices;
   CpuFallbackCounts cpu_fallbacks;
+
+  bool training() const noexcept { return traced.training(); }
 };
 
 // Why a finished compile cannot be an artifact (a runtime wrapper that is a closure, not a

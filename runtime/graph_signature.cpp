@@ -27,13 +27,14 @@ struct SignatureGraphs {
 };
 
 SignatureGraphs graphs_of(const CompileState& state) {
-  if (state.needs_autograd) {
+  if (state.function.needs_autograd) {
     if (!state.partition) throw std::logic_error(where(state) + ": a training compile without a partition");
     return {value_names(state.partition->forward.inputs()), value_names(state.partition->forward.outputs()),
             value_names(state.partition->backward.outputs())};
   }
-  if (!state.inference_graph) throw std::logic_error(where(state) + ": an inference compile without a graph");
-  return {value_names(state.inference_graph->inputs()), value_names(state.inference_graph->outputs()), {}};
+  if (!state.traced.inference_graph) throw std::logic_error(where(state) + ": an inference compile without a graph");
+  return {
+      value_names(state.traced.inference_graph->inputs()), value_names(state.traced.inference_graph->outputs()), {}};
 }
 
 }  // namespace
@@ -66,14 +67,15 @@ std::string_view to_string(OutputKind kind) {
 
 ExportGraphSignature build_graph_signature(const CompileState& state, const LiftedNames& lifted,
                                            std::size_t num_user_inputs, std::optional<std::size_t> loss_index) {
-  const ViewAndMutationMeta& meta = state.meta;
+  const ViewAndMutationMeta& meta = state.function.meta;
   const std::size_t num_params = lifted.parameters.size();
   const std::size_t num_buffers_end = num_params + lifted.buffers.size();
   const std::size_t num_lifted = num_buffers_end + lifted.constants.size();
   const std::size_t num_inputs = num_lifted + num_user_inputs;
   // PyTorch: "We have enough restrictions on the graph (no de-duping, synthetic bases, etc), such
   // that # graph inps = # user inps + # params + # buffers".
-  if (meta.input_info.size() != num_inputs || state.args.size() != num_inputs)
+  // meta is of the inner convention (after dedupe and synthetic bases), as the graphs are.
+  if (meta.input_info.size() != num_inputs)
     throw std::invalid_argument(fmt::format(
         "{}: the compiled graph takes {} inputs for a call with {} ({} parameters and buffers, {} user inputs); a "
         "graph "
@@ -89,7 +91,7 @@ ExportGraphSignature build_graph_signature(const CompileState& state, const Lift
     throw std::logic_error(fmt::format("{}: the graph returns {} values, fewer than {} mutated inputs + {} outputs",
                                        where(state), graphs.forward_returns.size(), num_mutated, meta.num_outputs));
   if (loss_index) {
-    if (!state.needs_autograd)
+    if (!state.function.needs_autograd)
       throw std::invalid_argument(fmt::format(
           "{}: a loss output (index {}) needs a training compile (grad mode on and an input that requires grad); "
           "this compile has no backward graph",
@@ -140,9 +142,9 @@ ExportGraphSignature build_graph_signature(const CompileState& state, const Lift
 
   // The backward returns one gradient per input the joint differentiated, in input order (the
   // runtime's grad_primals).
-  const std::set<std::size_t> grad_inputs(state.grad_inputs.begin(), state.grad_inputs.end());
+  const std::set<std::size_t> grad_inputs(state.traced.grad_inputs.begin(), state.traced.grad_inputs.end());
   std::size_t g = 0;
-  for (std::size_t i = 0; i < num_inputs && state.needs_autograd; ++i) {
+  for (std::size_t i = 0; i < num_inputs && state.function.needs_autograd; ++i) {
     if (!grad_inputs.count(i)) continue;
     if (g >= graphs.gradients.size())
       throw std::logic_error(

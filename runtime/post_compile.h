@@ -2,22 +2,14 @@
 // post_compile: a CompiledArtifact made callable (PyTorch's post_compile wrappers). The runtime
 // of the inner convention (runtime/aot_runtime.h) around the backend-compiled graphs, inside the
 // analysis stages' wrappers rebuilt from their plans. A cold compile and a cache hit both end
-// here; a hit runs nothing else.
+// here; a hit runs nothing else but the backend compilers (compile_graphs, stages/compile).
 #include <aotpipe/runtime/compiled_artifact.h>
+#include <aotpipe/stages/compile/compiled_graphs.h>
 
 #include <memory>
 #include <string>
 
 namespace aotpipe {
-
-// The backend compilers' output for an artifact's graphs.
-struct CompiledGraphs {
-  CompiledGraph forward;   // training forward, or the inference graph
-  CompiledGraph backward;  // training only
-};
-
-// Hands the artifact's graphs to the config's compilers (defaults resolved).
-CompiledGraphs compile_artifact_graphs(const CompiledArtifact& artifact, const AotConfig& config);
 
 // The callable of the user's convention. `wrappers`: the runtime wrappers, outermost first
 // (a cold compile passes its CompileState's, which may hold user closures; a cache hit passes

@@ -10,6 +10,7 @@
 // declared here; a module type of yours is declared with register_tensor_members. A module type
 // that owns parameters or buffers and is not declared is refused, because its forward would read
 // the real tensors and a trace would silently take them for constants.
+#include <aotpipe/graph/calling_convention.h>
 #include <ATen/core/Tensor.h>
 
 #include <cstddef>
@@ -25,8 +26,6 @@ class Module;
 }
 
 namespace aotpipe {
-
-using TensorList = std::vector<at::Tensor>;
 
 // A member of a module object that holds a handle to one of the module's own registered
 // tensors, with the name it was registered under ("weight", not "fc1.weight").

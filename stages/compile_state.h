@@ -2,16 +2,20 @@
 // CompileState: everything one compile carries from stage to stage (the pipeline's context).
 //
 // Every analysis stage has two halves, as PyTorch's CompilerWrapper does:
-//   pre-compile   transforms (fn, args, meta) for the stages after it (a stage's run());
+//   pre-compile   transforms the AnalyzedFunction for the stages after it (a stage's run());
 //   post-compile  a RuntimeWrapper pushed onto `wrappers`: a function from the compiled callable
 //                 of the inner calling convention to one of the outer convention.
 // The built-in stages' post-compile halves are plain data (RuntimeWrapper::plan), so a cached
 // compile rebuilds its runtime from the plans alone (runtime/post_compile.h).
+#include <aotpipe/graph/calling_convention.h>
 #include <aotpipe/graph/graph.h>
 #include <aotpipe/pipeline/identified.h>
 #include <aotpipe/stages/common/runtime_plans.h>
-#include <aotpipe/stages/metadata/collect_metadata.h>
+#include <aotpipe/stages/common/analyzed_function.h>
+#include <aotpipe/stages/compile/compiled_graphs.h>
+#include <aotpipe/stages/joint/traced_program.h>
 #include <aotpipe/stages/partition/partitioner.h>
+#include <aotpipe/tracer/tracer.h>
 
 #include <cstddef>
 #include <functional>
@@ -21,11 +25,6 @@
 #include <vector>
 
 namespace aotpipe {
-
-// What a backend compiler returns: boxed, arguments by value so it may free them early.
-using CompiledGraph = std::function<TensorList(TensorList)>;
-// A backend compiler: gets a functional ATen graph and the metadata of its example inputs.
-using Compiler = std::function<CompiledGraph(const Graph&, const std::vector<TensorMeta>&)>;
 
 // A compiler the compile cache may key on: `identity` names it, its version and its options
 // (pipeline/identified.h). backends::interpreter() is one; a plain lambda is not, and a compile
@@ -63,32 +62,27 @@ struct RuntimeWrapper {
 // The wrapper of a built-in stage's plan: what the stage pushes and what post_compile rebuilds.
 RuntimeWrapper runtime_wrapper(RuntimePlan plan);
 
+// The pipeline's context: one slot per stage product, each the typed result of one stage
+// (see each stage's header for the function that makes it). A stage reads the slots it needs
+// and fills its own, so a custom pipeline can stop, reorder or replace stages.
 struct CompileState {
   std::string name = "compile";
   AotConfig config;
 
-  // The flat function, its example arguments and its metadata, as the next stage sees them.
-  Function fn;
-  TensorList args;
-  ViewAndMutationMeta meta;
-  // Some input requires grad and grad mode is on, and the function is not "output and mutation
-  // safe" (create_aot_state): trace a joint graph and run through autograd.
-  bool needs_autograd = false;
+  // Filled by the caller, then rewritten by the analysis stages (metadata, dedupe,
+  // synthetic_base): the function as the next stage sees it.
+  AnalyzedFunction function;
+  // The analysis stages' post-compile halves, outermost first (the order the stages ran).
+  std::vector<RuntimeWrapper> wrappers;
+  // joint: the joint graph (training) or the inference graph.
+  TracedProgram traced;
+  // partition: the joint split into forward and backward (training only).
+  std::shared_ptr<const PartitionResult> partition;
+  // compile: the backend compilers' output.
+  CompiledGraphs compiled;
 
   // The ops the stages' fake traces ran on the CPU fallback, with call counts (all traces).
   CpuFallbackCounts cpu_fallbacks;
-
-  // Post-compile halves, outermost first (the order the stages ran).
-  std::vector<RuntimeWrapper> wrappers;
-
-  // Products of the later stages.
-  std::optional<JointGraph> joint;           // training
-  std::vector<std::size_t> undefined_grads;  // joint gradients autograd left undefined (graph: zeros)
-  std::vector<std::size_t> grad_inputs;      // the inputs the joint's gradients are for, in order
-  std::optional<Graph> inference_graph;      // inference
-  std::optional<PartitionResult> partition;
-  CompiledGraph compiled_forward;  // training forward, or the inference graph
-  CompiledGraph compiled_backward;
 };
 
 // Composes the post-compile halves around `inner` (innermost wrapper applied first).

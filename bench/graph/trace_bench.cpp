@@ -1,7 +1,7 @@
 // Trace cost per op: the tracer in fake mode on a 1,000-op program, against running the same
 // ops on meta tensors without recording (the floor: dispatch + meta kernels). Compare with
 // bench/make_fx_bench.py (make_fx on the same program). Numbers in docs/tracer.md.
-#include <aotpipe/graph/tracer.h>
+#include <aotpipe/tracer/tracer.h>
 
 #include <ATen/ATen.h>
 #include <benchmark/benchmark.h>

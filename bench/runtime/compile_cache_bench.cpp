@@ -12,7 +12,9 @@
 #include <aotpipe/runtime/cache_key.h>
 #include <aotpipe/runtime/compile_cache.h>
 #include <aotpipe/runtime/compile_pipeline.h>
+#include <aotpipe/pipeline/sync_wait.h>
 #include <aotpipe/runtime/post_compile.h>
+#include <aotpipe/stages/compile/compile_stage.h>
 #include <aotpipe/stages/partition/min_cut_partition.h>
 
 #include <fmt/format.h>
@@ -100,7 +102,8 @@ Phases warm_phases(const std::vector<CompileJob>& jobs, CompileCache& cache) {
     p.load += ms_since(start);
     if (!artifact) throw std::runtime_error(job.name + ": not in the cache");
     start = Clock::now();
-    CompiledGraphs graphs = compile_artifact_graphs(*artifact, job.config);
+    CompiledGraphs graphs =
+        sync_wait(compile_graphs(artifact->traced, artifact->partition.get(), job.config, default_compile_scheduler()));
     (void)state_of(*artifact, job.config, graphs);
     (void)post_compile(artifact, std::move(graphs));
     p.post_compile += ms_since(start);

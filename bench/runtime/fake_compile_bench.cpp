@@ -5,7 +5,7 @@
 //
 //   build/bench/runtime/fake_compile_bench [--repeats N]
 #include <aotpipe/graph/example_tensor.h>
-#include <aotpipe/graph/tracer.h>
+#include <aotpipe/tracer/tracer.h>
 #include <aotpipe/runtime/aot_function.h>
 
 #include <model_zoo.h>

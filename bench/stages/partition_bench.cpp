@@ -9,7 +9,7 @@
 //   chain:  1,670 layers of x = sin(x) * 1.5 + 0.1 (pointwise only: the long-fusible-chain
 //           heuristic bans a node every ~100), ~10,000 nodes.
 // Run: build/bench/stages/partition_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
-#include <aotpipe/graph/tracer.h>
+#include <aotpipe/tracer/tracer.h>
 #include <aotpipe/stages/partition/default_partition.h>
 #include <aotpipe/stages/partition/min_cut_partition.h>
 

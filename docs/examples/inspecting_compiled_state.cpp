@@ -24,7 +24,7 @@ int main() {
     std::cerr << "expected a training compile\n";
     return 1;
   }
-  std::cout << state->joint->graph << state->partition->forward << state->partition->backward;
+  std::cout << state->traced.joint->graph << state->partition->forward << state->partition->backward;
 
   // The compiled function behaves as eager: outputs, the mutation of a[0], the view.
   aotpipe::TensorList out = compiled(inputs);

@@ -4,6 +4,7 @@
 // functional form (parameters and buffers are inputs). Inputs are described, not made: compile
 // them from metadata_example() tensors, so a batch of 256 at ImageNet size costs no memory.
 // Used by the fake-compile test (no CPU fallback anywhere) and bench/runtime/fake_compile_bench.
+#include <aotpipe/graph/calling_convention.h>
 #include <aotpipe/graph/tensor_meta.h>
 
 #include <ATen/core/Tensor.h>
@@ -14,8 +15,6 @@
 #include <vector>
 
 namespace aotpipe::zoo {
-
-using TensorList = std::vector<at::Tensor>;
 
 struct ZooModel {
   std::string name;

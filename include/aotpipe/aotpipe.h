@@ -11,7 +11,7 @@
 #include <aotpipe/graph/random_tensor.h>
 #include <aotpipe/graph/tensor_meta.h>
 #include <aotpipe/graph/verifier.h>
-#include <aotpipe/graph/tracer.h>
+#include <aotpipe/tracer/tracer.h>
 #include <aotpipe/runtime/aot_function.h>
 #include <aotpipe/runtime/aot_module.h>
 #include <aotpipe/runtime/compile_batch.h>

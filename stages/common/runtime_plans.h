@@ -3,6 +3,7 @@
 // post_compile state). A compile records one plan per stage that needs a runtime half; the
 // runtime is rebuilt from the plans alone, so a cached compile (runtime/compile_cache.h) needs
 // nothing but them and the graphs.
+#include <aotpipe/graph/calling_convention.h>
 #include <aotpipe/stages/metadata/view_and_mutation_meta.h>
 
 #include <ATen/core/Tensor.h>
@@ -12,8 +13,6 @@
 #include <vector>
 
 namespace aotpipe {
-
-using TensorList = std::vector<at::Tensor>;
 
 // Dedupe (stages/dedupe): how the caller's arguments map onto the compiled graph's.
 struct DedupeInfo {

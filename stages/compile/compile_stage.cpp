@@ -1,4 +1,3 @@
-#include <aotpipe/pipeline/scheduler.h>
 #include <aotpipe/pipeline/when_all.h>
 #include <aotpipe/stages/compile/backends.h>
 #include <aotpipe/stages/compile/compile_stage.h>
@@ -22,10 +21,14 @@ std::vector<TensorMeta> input_metas(const Graph& graph) {
   return metas;
 }
 
+std::shared_ptr<const PartitionResult> partition_joint(const JointGraph& joint, const Partitioner& partitioner) {
+  return std::make_shared<const PartitionResult>(partitioner(joint));
+}
+
 Task<void> PartitionStage::run(CompileState& state, const JobEnv&) const {
-  if (!state.joint) co_return;  // inference: nothing to split
-  const Partitioner& partition = partitioner ? partitioner : resolve_defaults(state.config).partition_fn;
-  state.partition = partition(*state.joint);
+  if (!state.traced.joint) co_return;  // inference: nothing to split
+  state.partition =
+      partition_joint(*state.traced.joint, partitioner ? partitioner : resolve_defaults(state.config).partition_fn);
   co_return;
 }
 
@@ -36,19 +39,20 @@ Task<CompiledGraph> compile_on_pool(Scheduler& scheduler, const Compiler& compil
 }
 }  // namespace
 
+Task<CompiledGraphs> compile_graphs(const TracedProgram& program, const PartitionResult* partition,
+                                    const AotConfig& config, Scheduler& scheduler) {
+  const AotConfig resolved = resolve_defaults(config);
+  if (program.inference_graph)
+    co_return CompiledGraphs{
+        resolved.inference_compiler(*program.inference_graph, input_metas(*program.inference_graph)), {}};
+  if (!partition) throw std::logic_error("aotpipe compile: no partitioned graphs (run the partition stage first)");
+  auto [forward, backward] = co_await when_all(compile_on_pool(scheduler, resolved.fw_compiler, partition->forward),
+                                               compile_on_pool(scheduler, resolved.bw_compiler, partition->backward));
+  co_return CompiledGraphs{std::move(forward), std::move(backward)};
+}
+
 Task<void> CompileGraphsStage::run(CompileState& state, const JobEnv& env) const {
-  const AotConfig config = resolve_defaults(state.config);
-  if (state.inference_graph) {
-    state.compiled_forward = config.inference_compiler(*state.inference_graph, input_metas(*state.inference_graph));
-    co_return;
-  }
-  if (!state.partition)
-    throw std::logic_error("aotpipe compile: no partitioned graphs (run the partition stage first)");
-  auto [forward, backward] =
-      co_await when_all(compile_on_pool(env.scheduler, config.fw_compiler, state.partition->forward),
-                        compile_on_pool(env.scheduler, config.bw_compiler, state.partition->backward));
-  state.compiled_forward = std::move(forward);
-  state.compiled_backward = std::move(backward);
+  state.compiled = co_await compile_graphs(state.traced, state.partition.get(), state.config, env.scheduler);
 }
 
 }  // namespace aotpipe

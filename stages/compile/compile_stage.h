@@ -3,9 +3,11 @@
 // (concurrently, on the job's scheduler) with the configured Compilers. Inference graphs go to
 // the inference compiler. See docs/stages/compile.md.
 #include <aotpipe/pipeline/job_env.h>
+#include <aotpipe/pipeline/scheduler.h>
 #include <aotpipe/pipeline/task.h>
 #include <aotpipe/stages/compile_state.h>
 
+#include <memory>
 #include <string_view>
 
 namespace aotpipe {
@@ -13,6 +15,10 @@ namespace aotpipe {
 // The config with its empty members filled in (interpreter, min-cut partitioner).
 AotConfig resolve_defaults(AotConfig config);
 
+// The partition stage as a function: `partitioner` on the joint graph.
+std::shared_ptr<const PartitionResult> partition_joint(const JointGraph& joint, const Partitioner& partitioner);
+
+// Fills state.partition from state.traced.joint (inference: nothing to split).
 struct PartitionStage {
   // Overrides the config's partition_fn when set (the pipeline text's `partition(default)`).
   Partitioner partitioner = {};
@@ -20,6 +26,13 @@ struct PartitionStage {
   Task<void> run(CompileState& state, const JobEnv& env) const;
 };
 
+// The compile stage as a function: the config's compilers (defaults resolved) on the inference
+// graph, or on the partition's forward and backward, those two concurrently on `scheduler`.
+// A cold compile and a cache hit (runtime/post_compile.h) both compile through it.
+Task<CompiledGraphs> compile_graphs(const TracedProgram& program, const PartitionResult* partition,
+                                    const AotConfig& config, Scheduler& scheduler);
+
+// Fills state.compiled from state.traced and state.partition.
 struct CompileGraphsStage {
   std::string_view name() const { return "compile"; }
   Task<void> run(CompileState& state, const JobEnv& env) const;

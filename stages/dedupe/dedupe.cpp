@@ -87,10 +87,10 @@ ViewAndMutationMeta remove_dupe_metadata(const ViewAndMutationMeta& m, const std
   return out;
 }
 
-DedupeInfo dedupe_pre_compile(CompileState& state) {
+DedupeResult dedupe_pre_compile(AnalyzedFunction function) {
   DedupeInfo info;
-  info.first_occurrence = duplicate_pattern(state.args);
-  const std::size_t n = state.args.size();
+  info.first_occurrence = duplicate_pattern(function.args);
+  const std::size_t n = function.args.size();
   info.keep_arg_mask.assign(n, true);
   info.add_dupe_map.resize(n);
   for (std::size_t i = 0; i < n; ++i) info.add_dupe_map[i] = i;
@@ -99,8 +99,8 @@ DedupeInfo dedupe_pre_compile(CompileState& state) {
   bool ok = true;
   TensorList leaf_args;
   for (std::size_t i = 0; i < n && ok; ++i) {
-    const at::Tensor& a = state.args[i];
-    const auto& in = state.meta.input_info[i];
+    const at::Tensor& a = function.args[i];
+    const auto& in = function.meta.input_info[i];
     if (info.first_occurrence[i] == i)
       leaf_args.push_back(a);
     else if (!in.mutates_data && !in.mutates_metadata)
@@ -109,8 +109,8 @@ DedupeInfo dedupe_pre_compile(CompileState& state) {
       ok = false;
   }
   if (ok) {
-    state.args = std::move(leaf_args);
-    return info;
+    function.args = std::move(leaf_args);
+    return {std::move(function), std::move(info)};
   }
 
   // Strategy 2: specialize the graph to the deduplicated arguments.
@@ -126,10 +126,10 @@ DedupeInfo dedupe_pre_compile(CompileState& state) {
     info.add_dupe_map[i] = j++;
   }
   info.specialized = true;
-  state.meta = remove_dupe_metadata(state.meta, info.keep_arg_mask, info.add_dupe_map);
-  state.args = info.remove_dupe_args(std::move(state.args));
-  state.fn = [fn = std::move(state.fn), info](const TensorList& args) { return fn(info.add_dupe_args(args)); };
-  return info;
+  function.meta = remove_dupe_metadata(function.meta, info.keep_arg_mask, info.add_dupe_map);
+  function.args = info.remove_dupe_args(std::move(function.args));
+  function.fn = [fn = std::move(function.fn), info](const TensorList& args) { return fn(info.add_dupe_args(args)); };
+  return {std::move(function), std::move(info)};
 }
 
 RuntimeFn dedupe_post_compile(DedupeInfo info, RuntimeFn compiled) {
@@ -141,7 +141,9 @@ RuntimeFn dedupe_post_compile(DedupeInfo info, RuntimeFn compiled) {
 }
 
 Task<void> DedupeStage::run(CompileState& state, const JobEnv&) const {
-  state.wrappers.push_back(runtime_wrapper(dedupe_pre_compile(state)));
+  DedupeResult result = dedupe_pre_compile(std::move(state.function));
+  state.function = std::move(result.function);
+  state.wrappers.push_back(runtime_wrapper(std::move(result.plan)));
   co_return;
 }
 

@@ -24,8 +24,13 @@ void check_duplicate_pattern(const DedupeInfo& info, const TensorList& args);
 ViewAndMutationMeta remove_dupe_metadata(const ViewAndMutationMeta& meta, const std::vector<bool>& keep_arg_mask,
                                          const std::vector<std::size_t>& add_dupe_map);
 
-// Pre-compile half: rewrites state.fn/args/meta; returns what the post-compile half needs.
-DedupeInfo dedupe_pre_compile(CompileState& state);
+// Pre-compile half: the function rewritten for distinct arguments, and the plan the
+// post-compile half needs.
+struct DedupeResult {
+  AnalyzedFunction function;
+  DedupeInfo plan;
+};
+DedupeResult dedupe_pre_compile(AnalyzedFunction function);
 // Post-compile half: the outer callable around `compiled` (inner convention).
 RuntimeFn dedupe_post_compile(DedupeInfo info, RuntimeFn compiled);
 

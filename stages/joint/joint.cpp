@@ -1,4 +1,4 @@
-#include <aotpipe/graph/tracer.h>
+#include <aotpipe/tracer/tracer.h>
 #include <aotpipe/stages/joint/joint.h>
 
 #include <ATen/core/grad_mode.h>
@@ -42,40 +42,45 @@ std::vector<bool> forward_tangent_mask(const ViewAndMutationMeta& meta) {
   return mask;
 }
 
-void trace_joint_or_inference(CompileState& state) {
-  const auto& meta = state.meta;
+JointResult trace_joint_or_inference(const AnalyzedFunction& function, const std::string& name,
+                                     bool allow_cpu_fallback) {
+  const auto& meta = function.meta;
   TraceOptions options;
   options.functionalize = true;
   options.return_mutated_inputs = false;
-  options.allow_cpu_fallback = state.config.allow_cpu_fallback;
+  options.allow_cpu_fallback = allow_cpu_fallback;
   options.keep_input_mutations_in_graph.resize(meta.input_info.size());
   for (std::size_t i : meta.mutated_graph_handled_indices) options.keep_input_mutations_in_graph[i] = true;
-  Function forward = prepare_forward(state.fn, meta, state.needs_autograd);
-  if (state.needs_autograd) {
-    options.graph_name = state.name + ".joint";
+  Function forward = prepare_forward(function.fn, meta, function.needs_autograd);
+  JointResult result;
+  if (function.needs_autograd) {
+    options.graph_name = name + ".joint";
     options.tangent_mask = forward_tangent_mask(meta);
-    TraceResult traced = trace_joint(forward, state.args, std::move(options));
-    JointGraph joint;
-    joint.graph = std::move(traced.graph);
-    joint.num_primals = state.args.size();
-    joint.num_fwd_outputs = traced.num_user_outputs;
-    if (joint.num_fwd_outputs != meta.num_forward_returns)
+    TraceResult traced = trace_joint(forward, function.args, std::move(options));
+    auto joint = std::make_shared<JointGraph>();
+    joint->graph = std::move(traced.graph);
+    joint->num_primals = function.args.size();
+    joint->num_fwd_outputs = traced.num_user_outputs;
+    if (joint->num_fwd_outputs != meta.num_forward_returns)
       throw std::logic_error(fmt::format("aotpipe joint: traced {} forward outputs, metadata expects {}",
-                                         joint.num_fwd_outputs, meta.num_forward_returns));
-    merge_cpu_fallbacks(state.cpu_fallbacks, traced.cpu_fallbacks);
-    state.joint = std::move(joint);
-    state.undefined_grads = std::move(traced.undefined_grads);
-    state.grad_inputs = std::move(traced.grad_inputs);
+                                         joint->num_fwd_outputs, meta.num_forward_returns));
+    result.program.joint = std::move(joint);
+    result.program.undefined_grads = std::move(traced.undefined_grads);
+    result.program.grad_inputs = std::move(traced.grad_inputs);
+    result.cpu_fallbacks = std::move(traced.cpu_fallbacks);
   } else {
-    options.graph_name = state.name + ".inference";
-    TraceResult traced = trace_program(forward, state.args, std::move(options));
-    merge_cpu_fallbacks(state.cpu_fallbacks, traced.cpu_fallbacks);
-    state.inference_graph = std::move(traced.graph);
+    options.graph_name = name + ".inference";
+    TraceResult traced = trace_program(forward, function.args, std::move(options));
+    result.program.inference_graph = std::make_shared<const Graph>(std::move(traced.graph));
+    result.cpu_fallbacks = std::move(traced.cpu_fallbacks);
   }
+  return result;
 }
 
 Task<void> JointStage::run(CompileState& state, const JobEnv&) const {
-  trace_joint_or_inference(state);
+  JointResult result = trace_joint_or_inference(state.function, state.name, state.config.allow_cpu_fallback);
+  state.traced = std::move(result.program);
+  merge_cpu_fallbacks(state.cpu_fallbacks, result.cpu_fallbacks);
   co_return;
 }
 

@@ -7,6 +7,7 @@
 #include <aotpipe/pipeline/task.h>
 #include <aotpipe/stages/compile_state.h>
 
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -22,8 +23,14 @@ Function prepare_forward(Function fn, const ViewAndMutationMeta& meta, bool trai
 // that require grad, the non-aliased outputs that require grad, the intermediate bases).
 std::vector<bool> forward_tangent_mask(const ViewAndMutationMeta& meta);
 
-// Traces state.joint (training) or state.inference_graph (inference).
-void trace_joint_or_inference(CompileState& state);
+struct JointResult {
+  TracedProgram program;
+  CpuFallbackCounts cpu_fallbacks;  // the ops the trace ran on the CPU fallback
+};
+// Traces the joint graph (function.needs_autograd) or the inference graph of the analysed
+// function; `name` prefixes the graph's name (NAME.joint, NAME.inference).
+JointResult trace_joint_or_inference(const AnalyzedFunction& function, const std::string& name,
+                                     bool allow_cpu_fallback);
 
 struct JointStage {
   std::string_view name() const { return "joint"; }

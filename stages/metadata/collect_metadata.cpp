@@ -2,7 +2,7 @@
 // The function runs once under the tracer (fake tensors, functionalization); the analysis reads
 // the functional wrappers' mutation counters and autograd's view bookkeeping before the trace
 // is finished. Python's comments explain every case; the ones that matter are cited inline.
-#include <aotpipe/graph/tracer.h>
+#include <aotpipe/tracer/tracer.h>
 #include <aotpipe/stages/metadata/collect_metadata.h>
 
 #include <ATen/FunctionalTensorWrapper.h>

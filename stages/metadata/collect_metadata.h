@@ -1,7 +1,8 @@
 #pragma once
 // Stage 1 of a compile: run the function once, functionalized, on fake tensors and describe
 // its input mutations and output aliasing (PyTorch's run_functionalized_fw_and_collect_metadata).
-#include <aotpipe/graph/tracer.h>
+#include <aotpipe/graph/calling_convention.h>
+#include <aotpipe/tracer/tracer.h>
 #include <aotpipe/stages/metadata/view_and_mutation_meta.h>
 
 #include <ATen/core/Tensor.h>
@@ -11,9 +12,6 @@
 #include <vector>
 
 namespace aotpipe {
-
-using TensorList = std::vector<at::Tensor>;
-using Function = std::function<TensorList(const TensorList&)>;
 
 struct CollectMetadataOptions {
   bool keep_input_mutations = false;

@@ -22,22 +22,31 @@ bool decide_needs_autograd(const TensorList& args, const ViewAndMutationMeta& me
   return false;  // "output and mutation safe": nothing the backward would need
 }
 
-Task<void> CollectMetadataStage::run(CompileState& state, const JobEnv&) const {
+MetadataResult analyze_function(Function fn, TensorList args, const AotConfig& config) {
+  MetadataResult result;
   CollectMetadataOptions options;
-  options.keep_input_mutations = state.config.keep_inference_input_mutations;
-  options.allow_cpu_fallback = state.config.allow_cpu_fallback;
-  options.cpu_fallbacks = &state.cpu_fallbacks;
-  state.meta = collect_metadata(state.fn, state.args, options);
-  state.needs_autograd = decide_needs_autograd(state.args, state.meta);
-  if (state.needs_autograd && !state.meta.is_train) {
+  options.keep_input_mutations = config.keep_inference_input_mutations;
+  options.allow_cpu_fallback = config.allow_cpu_fallback;
+  options.cpu_fallbacks = &result.cpu_fallbacks;
+  ViewAndMutationMeta meta = collect_metadata(fn, args, options);
+  const bool needs_autograd = decide_needs_autograd(args, meta);
+  if (needs_autograd && !meta.is_train) {
     // Called under no_grad by a function that turns grad mode on: a training compile, analysed
     // as one (PyTorch collects the metadata with is_train = needs_autograd).
     options.is_train = true;
-    state.meta = collect_metadata(state.fn, state.args, options);
-  } else if (!state.needs_autograd && state.meta.is_train) {
-    state.meta.is_train = false;
-    state.meta.finalize();
+    meta = collect_metadata(fn, args, options);
+  } else if (!needs_autograd && meta.is_train) {
+    meta.is_train = false;
+    meta.finalize();
   }
+  result.function = {std::move(fn), std::move(args), std::move(meta), needs_autograd};
+  return result;
+}
+
+Task<void> CollectMetadataStage::run(CompileState& state, const JobEnv&) const {
+  MetadataResult result = analyze_function(std::move(state.function.fn), std::move(state.function.args), state.config);
+  state.function = std::move(result.function);
+  merge_cpu_fallbacks(state.cpu_fallbacks, result.cpu_fallbacks);
   co_return;
 }
 

@@ -1,9 +1,11 @@
 #pragma once
-// The metadata stage: collect_metadata on the state's function, then the training/inference
-// decision of create_aot_state.
+// The metadata stage: collect_metadata on the function, then the training/inference decision of
+// create_aot_state. Takes the user's function and example arguments; makes the first
+// AnalyzedFunction.
 #include <aotpipe/pipeline/job_env.h>
 #include <aotpipe/pipeline/task.h>
 #include <aotpipe/stages/compile_state.h>
+#include <aotpipe/stages/metadata/collect_metadata.h>
 
 #include <string_view>
 
@@ -15,6 +17,14 @@ namespace aotpipe {
 // happens only when the function turns grad mode on itself.
 bool decide_needs_autograd(const TensorList& args, const ViewAndMutationMeta& meta);
 
+struct MetadataResult {
+  AnalyzedFunction function;
+  CpuFallbackCounts cpu_fallbacks;  // the ops the analysis trace ran on the CPU fallback
+};
+// Reads config.keep_inference_input_mutations and config.allow_cpu_fallback.
+MetadataResult analyze_function(Function fn, TensorList args, const AotConfig& config);
+
+// Fills state.function from state.function.fn and .args.
 struct CollectMetadataStage {
   std::string_view name() const { return "metadata"; }
   Task<void> run(CompileState& state, const JobEnv& env) const;

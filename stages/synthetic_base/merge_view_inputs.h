@@ -2,6 +2,7 @@
 // merge_view_inputs (Note [Handling mutations on an input that aliases other inputs]): inputs
 // that share a storage, overlap, and of which one has a data mutation are replaced by one
 // synthetic base; the function regenerates them as views of it.
+#include <aotpipe/graph/calling_convention.h>
 #include <aotpipe/graph/tensor_meta.h>
 #include <aotpipe/stages/metadata/view_and_mutation_meta.h>
 
@@ -14,8 +15,6 @@
 #include <vector>
 
 namespace aotpipe {
-
-using TensorList = std::vector<at::Tensor>;
 
 // Note [Synthetic Base Info Metadata]: for each OUTER argument (the caller's), where the
 // function's argument comes from in the new (merged) argument list: an index, or a view of

@@ -6,20 +6,20 @@
 
 namespace aotpipe {
 
-SyntheticBaseInfo synthetic_base_pre_compile(CompileState& state) {
+SyntheticBaseResult synthetic_base_pre_compile(AnalyzedFunction function) {
   SyntheticBaseInfo info;
-  info.is_inference = !state.needs_autograd;
-  auto merged = merge_view_inputs(state.args, state.meta.input_info, info.is_inference);
-  if (!merged) return info;
+  info.is_inference = !function.needs_autograd;
+  auto merged = merge_view_inputs(function.args, function.meta.input_info, info.is_inference);
+  if (!merged) return {std::move(function), std::move(info)};
   info.needed = true;
-  info.outer_input_info = state.meta.input_info;
+  info.outer_input_info = function.meta.input_info;
   auto [meta, aliased_with_metadata_mutations] =
-      create_synthetic_base_metadata(state.meta, merged->info, state.args, merged->args);
+      create_synthetic_base_metadata(function.meta, merged->info, function.args, merged->args);
   info.aliased_arg_idx_with_metadata_mutations = aliased_with_metadata_mutations;
-  state.meta = std::move(meta);
-  state.args = std::move(merged->args);
-  state.fn = [fn = std::move(state.fn), convention = std::move(merged->info),
-              extra = std::move(aliased_with_metadata_mutations)](const TensorList& args) {
+  function.meta = std::move(meta);
+  function.args = std::move(merged->args);
+  function.fn = [fn = std::move(function.fn), convention = std::move(merged->info),
+                 extra = std::move(aliased_with_metadata_mutations)](const TensorList& args) {
     TensorList unpacked = unpack_synthetic_bases(args, convention);
     TensorList outs = fn(unpacked);
     // Aliased inputs whose metadata the function changed are returned, so the runtime can
@@ -27,7 +27,7 @@ SyntheticBaseInfo synthetic_base_pre_compile(CompileState& state) {
     for (std::size_t i : extra) outs.push_back(unpacked[i]);
     return outs;
   };
-  return info;
+  return {std::move(function), std::move(info)};
 }
 
 RuntimeFn synthetic_base_post_compile(SyntheticBaseInfo info, RuntimeFn compiled) {
@@ -54,7 +54,9 @@ RuntimeFn synthetic_base_post_compile(SyntheticBaseInfo info, RuntimeFn compiled
 }
 
 Task<void> SyntheticBaseStage::run(CompileState& state, const JobEnv&) const {
-  state.wrappers.push_back(runtime_wrapper(synthetic_base_pre_compile(state)));
+  SyntheticBaseResult result = synthetic_base_pre_compile(std::move(state.function));
+  state.function = std::move(result.function);
+  state.wrappers.push_back(runtime_wrapper(std::move(result.plan)));
   co_return;
 }
 

@@ -14,7 +14,13 @@
 
 namespace aotpipe {
 
-SyntheticBaseInfo synthetic_base_pre_compile(CompileState& state);
+// Pre-compile half: the function over the merged arguments, and the plan the post-compile half
+// needs (plan.needed false, function unchanged: no aliased input is mutated).
+struct SyntheticBaseResult {
+  AnalyzedFunction function;
+  SyntheticBaseInfo plan;
+};
+SyntheticBaseResult synthetic_base_pre_compile(AnalyzedFunction function);
 RuntimeFn synthetic_base_post_compile(SyntheticBaseInfo info, RuntimeFn compiled);
 
 struct SyntheticBaseStage {

@@ -40,7 +40,7 @@ TEST(Summarize, ReusingTheCompilesPartitionGivesTheNumbersOfAFreshOne) {
     for (const CompileResult& result : compile_batch(std::move(jobs))) {
       ASSERT_TRUE(result.ok()) << result.name << ": " << result.message;
       const CompileState& state = *result.output->state;
-      if (!state.joint) continue;
+      if (!state.traced.joint) continue;
       ++training;
       const GraphSummary fresh = summarize(state);
       const GraphSummary reused = summarize(state, name);

@@ -125,8 +125,8 @@ TEST(Cuda, CorpusEqualsEager) {
     testing::expect_matches_eager(c.fn, compiled, c.inputs, c.name, c.rtol, c.atol);
     // Every value of the compiled graphs is on the device eager used.
     auto state = compiled.compiled_state(c.inputs());
-    ASSERT_TRUE(state->joint.has_value());
-    for (const Node* n : state->joint->graph.nodes())
+    ASSERT_TRUE(state->traced.training());
+    for (const Node* n : state->traced.joint->graph.nodes())
       for (const Value* v : n->outputs())
         if (v->meta() && !v->meta()->sizes.empty())
           EXPECT_TRUE(v->meta()->device.is_cuda()) << c.name << " %" << v->name();

@@ -122,7 +122,7 @@ TEST_P(ExportedProgramTest, CompiledMatchesPyTorch) {
     if (!expected.training) no_grad.emplace();
     state = compiled.compiled_state(expected.inputs);
   }
-  EXPECT_EQ(state->needs_autograd, expected.training) << c.file();
+  EXPECT_EQ(state->function.needs_autograd, expected.training) << c.file();
   // Truly fake: no op of these models ran on the CPU fallback at compile time (issue 15).
   for (const auto& [op, calls] : state->cpu_fallbacks)
     ADD_FAILURE() << c.file() << ": " << op << " ran " << calls << " times on the CPU fallback";

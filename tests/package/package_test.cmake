@@ -50,7 +50,7 @@ endif()
 foreach(internal aotpipe/graph/text_format.h aotpipe/runtime/aot_runtime.h aotpipe/runtime/torch_thread_state.h
                  aotpipe/stages/common/aliasing.h aotpipe/stages/partition/cse.h
                  aotpipe/stages/partition/op_classes.h
-                 aotpipe/graph/internal/trace_backward.h)
+                 aotpipe/tracer/internal/trace_backward.h)
   if(EXISTS ${prefix}/include/${internal})
     message(FATAL_ERROR "package test: the internal header ${internal} is installed")
   endif()

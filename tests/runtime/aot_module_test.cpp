@@ -219,7 +219,7 @@ TEST(AotModule, InferenceUnderNoGradStillUpdatesRunningStatistics) {
     expect_close(compiled({x})[0], c.forward(*eager, {x})[0], "no_grad output");
     expect_same_state(*module, *eager, "no_grad step " + std::to_string(step));
   }
-  EXPECT_FALSE(compiled.compiled_state({torch::randn({2, 2, 5, 5})})->needs_autograd);
+  EXPECT_FALSE(compiled.compiled_state({torch::randn({2, 2, 5, 5})})->function.needs_autograd);
   auto& bn = dynamic_cast<ConvBnImpl&>(*module).bn;
   EXPECT_EQ(bn->num_batches_tracked.item<int64_t>(), 2);
 }
@@ -243,12 +243,12 @@ TEST(AotModule, ModuleTensorsAreTheLeadingInputs) {
   CompiledModule compiled = aot_module(module.ptr(), module_cases()[3].forward);
   auto state = compiled.compiled_state({torch::randn({2, 4}), torch::randn({3})});
   EXPECT_EQ(state->config.num_params_buffers, 4u);
-  ASSERT_EQ(state->args.size(), 6u);
+  ASSERT_EQ(state->function.args.size(), 6u);
   // named_parameters() then named_buffers(): scale (own), fc.weight, fc.bias, steps.
-  EXPECT_TRUE(state->args[0].is_same(module->scale));
-  EXPECT_TRUE(state->args[1].is_same(module->fc->weight));
-  EXPECT_TRUE(state->args[2].is_same(module->fc->bias));
-  EXPECT_TRUE(state->args[3].is_same(module->steps));
+  EXPECT_TRUE(state->function.args[0].is_same(module->scale));
+  EXPECT_TRUE(state->function.args[1].is_same(module->fc->weight));
+  EXPECT_TRUE(state->function.args[2].is_same(module->fc->bias));
+  EXPECT_TRUE(state->function.args[3].is_same(module->steps));
 }
 
 // ---- swapping and restoring ------------------------------------------------------------------

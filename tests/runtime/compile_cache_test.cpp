@@ -76,10 +76,10 @@ CompileOutput compile_job(const CompileJob& job) {
 
 // Every graph of a compile in the text form, and its metadata: what a hit must reproduce.
 std::string printed(const CompileState& s) {
-  std::string out = to_json(s.meta);
-  if (s.joint) out += print_graph(s.joint->graph);
+  std::string out = to_json(s.function.meta);
+  if (s.traced.joint) out += print_graph(s.traced.joint->graph);
   if (s.partition) out += print_graph(s.partition->forward) + print_graph(s.partition->backward);
-  if (s.inference_graph) out += print_graph(*s.inference_graph);
+  if (s.traced.inference_graph) out += print_graph(*s.traced.inference_graph);
   return out;
 }
 
@@ -120,7 +120,7 @@ TEST(CompileCache, HitsEqualColdCompilesByteForByteAndBehaveAsEager) {
     ASSERT_EQ(hit.cache.outcome, CacheOutcome::Hit) << hit.cache.note;
     EXPECT_EQ(hit.cache.key, miss.cache.key);
     EXPECT_EQ(printed(*hit.state), printed(*miss.state));
-    EXPECT_EQ(hit.state->meta, miss.state->meta);
+    EXPECT_EQ(hit.state->function.meta, miss.state->function.meta);
     EXPECT_EQ(hit.artifact->wrappers, miss.artifact->wrappers);
     EXPECT_EQ(serialize_artifact(*hit.artifact), serialize_artifact(*miss.artifact));
     EXPECT_THAT(check_hit_against_eager(again, hit), ::testing::IsEmpty());

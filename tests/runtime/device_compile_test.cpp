@@ -3,7 +3,7 @@
 // the device eager would put it on (asserted value by value). Runs everywhere; it makes no CUDA
 // call, so on this machine (no GPU) any CUDA call would fail the test.
 #include <aotpipe/graph/example_tensor.h>
-#include <aotpipe/graph/tracer.h>
+#include <aotpipe/tracer/tracer.h>
 #include <aotpipe/runtime/aot_function.h>
 
 #include <ATen/ATen.h>
@@ -46,14 +46,14 @@ const auto all_cuda = [](const Value*) { return false; };
 
 struct Compiled {
   CompileOutput output;
-  const Graph& joint() const { return output.state->joint->graph; }
+  const Graph& joint() const { return output.state->traced.joint->graph; }
   const Graph& forward() const { return output.state->partition->forward; }
   const Graph& backward() const { return output.state->partition->backward; }
 };
 
 Compiled compile_training(const std::string& name, Function fn, TensorList examples) {
   Compiled c{compile(name, std::move(fn), std::move(examples))};
-  EXPECT_TRUE(c.output.state->joint.has_value()) << name << ": expected a training compile";
+  EXPECT_TRUE(c.output.state->traced.training()) << name << ": expected a training compile";
   return c;
 }
 
@@ -107,7 +107,7 @@ TEST(DeviceCompile, ConvBatchNormTraining) {
        on(kCuda0, {4}, true), on(kCuda0, {4}), on(kCuda0, {4})});
   expect_all_graphs(c, all_cuda);
   // The running statistics are mutated inputs (cudnn_batch_norm decomposed as PyTorch does).
-  const auto& info = c.output.state->meta.input_info;
+  const auto& info = c.output.state->function.meta.input_info;
   EXPECT_TRUE(info[5].mutates_data);
   EXPECT_TRUE(info[6].mutates_data);
   for (const Node* n : c.joint().nodes()) EXPECT_NE(n->qualified_name(), "aten::cudnn_batch_norm");

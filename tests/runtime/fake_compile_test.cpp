@@ -4,7 +4,7 @@
 // context); and the fallback, where an op is still uncovered, is counted per op or refused with
 // the op's name.
 #include <aotpipe/graph/example_tensor.h>
-#include <aotpipe/graph/tracer.h>
+#include <aotpipe/tracer/tracer.h>
 #include <aotpipe/runtime/aot_function.h>
 
 #include <model_zoo.h>
@@ -68,11 +68,11 @@ TEST_P(ZooTest, CompilesWithoutCpuFallbackOnCpuAndCuda) {
       SCOPED_TRACE(fmt::format("{} batch {} on {}", model.name, batch, device.str()));
       CompileOutput out = compile(model.name, model.fn, metadata_examples(model), fake_only());
       EXPECT_TRUE(out.state->cpu_fallbacks.empty());
-      const bool training = out.state->joint.has_value();
+      const bool training = out.state->traced.training();
       const bool optimizer_step = model.name == "adam_foreach_step";
       EXPECT_EQ(training, !optimizer_step);
       // The compiled graphs carry the batch and the device of the inputs.
-      const Graph& forward = training ? out.state->partition->forward : *out.state->inference_graph;
+      const Graph& forward = training ? out.state->partition->forward : *out.state->traced.inference_graph;
       ASSERT_FALSE(forward.inputs().empty());
       EXPECT_EQ(forward.inputs()[0]->meta()->device, device);
       if (model.inputs[0].sizes.size() > 1 && !optimizer_step) EXPECT_EQ(forward.inputs()[0]->meta()->sizes[0], batch);

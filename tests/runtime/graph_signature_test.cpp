@@ -183,11 +183,11 @@ std::vector<std::string> names_of(std::span<Value* const> values) {
 // Every name in the signature is the value of our graphs at the position it claims.
 void expect_names_are_graph_values(const ExportGraphSignature& sig, const CompileState& state,
                                    const std::string& label) {
-  const Graph& forward = state.needs_autograd ? state.partition->forward : *state.inference_graph;
+  const Graph& forward = state.function.needs_autograd ? state.partition->forward : *state.traced.inference_graph;
   const std::vector<std::string> inputs = names_of(forward.inputs());
   const std::vector<std::string> returns = names_of(forward.outputs());
   const std::vector<std::string> gradients =
-      state.needs_autograd ? names_of(state.partition->backward.outputs()) : std::vector<std::string>{};
+      state.function.needs_autograd ? names_of(state.partition->backward.outputs()) : std::vector<std::string>{};
   ASSERT_EQ(sig.input_specs.size(), inputs.size()) << label;
   for (std::size_t i = 0; i < inputs.size(); ++i) EXPECT_EQ(sig.input_specs[i].arg.name, inputs[i]) << label;
   std::size_t forward_k = 0, gradient_k = 0;
@@ -221,7 +221,7 @@ TEST_P(GraphSignatureVsPython, KindsTargetsAndPositionsMatch) {
   expect_same_specs(ours, python, c.name);
 
   auto state = compiled.compiled_state(inputs);
-  EXPECT_EQ(state->needs_autograd, c.loss_index.has_value()) << c.name;
+  EXPECT_EQ(state->function.needs_autograd, c.loss_index.has_value()) << c.name;
   expect_names_are_graph_values(sig, *state, c.name);
 
   // The views of the signature agree with the module and the specs.

@@ -77,7 +77,7 @@ TEST_P(ViewReplayTest, AliasedOutputsHaveEagerAutogradHistory) {
   TensorList eager_out = c.fn(eager_in);
   TensorList comp_out = compiled(comp_in);
   ASSERT_EQ(eager_out.size(), comp_out.size());
-  const ViewAndMutationMeta& meta = compiled.compiled_state(c.make_inputs())->meta;
+  const ViewAndMutationMeta& meta = compiled.compiled_state(c.make_inputs())->function.meta;
   std::size_t regenerated = 0;
   for (std::size_t i = 0; i < eager_out.size(); ++i) {
     // Non-aliased outputs come out of the compiled autograd Function, as in PyTorch.

@@ -4,7 +4,7 @@
 // batch compiled in shards.
 #include "aotpipe/compile_report.h"
 
-#include <aotpipe/graph/tracer.h>
+#include <aotpipe/tracer/tracer.h>
 
 #include <nlohmann/json.hpp>
 

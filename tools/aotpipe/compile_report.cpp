@@ -44,24 +44,24 @@ void render_svg(const std::filesystem::path& dot, const std::filesystem::path& s
 
 GraphSummary summarize(const CompileState& state, std::string_view used_partitioner) {
   GraphSummary s;
-  if (state.joint) {
+  if (state.traced.joint) {
     s.training = true;
-    s.ops = count_calls(state.joint->graph);
+    s.ops = count_calls(state.traced.joint->graph);
     // The compile's own partition is the used partitioner's result on this joint graph: reuse it
     // (a partition costs as much as the partition stage; on a cache hit nothing else partitions).
     auto numbers = [&](std::string_view name, const Partitioner& partitioner) {
       if (state.partition && used_partitioner == name) return numbers_of(*state.partition);
-      return numbers_of(partitioner(*state.joint));
+      return numbers_of(partitioner(*state.traced.joint));
     };
     s.default_partition = numbers("default", partitioners::default_partition());
     s.min_cut = numbers("min_cut", partitioners::min_cut_rematerialization_partition());
-  } else if (state.inference_graph) {
-    s.ops = count_calls(*state.inference_graph);
+  } else if (state.traced.inference_graph) {
+    s.ops = count_calls(*state.traced.inference_graph);
   }
   if (state.partition) {
     s.forward_ops = count_calls(state.partition->forward);
     s.backward_ops = count_calls(state.partition->backward);
-  } else if (state.inference_graph) {
+  } else if (state.traced.inference_graph) {
     s.forward_ops = s.ops;
   }
   return s;
@@ -84,7 +84,7 @@ std::string effective_partitioner(std::string_view pipeline_text, const std::str
 }
 
 std::string partition_report(const CompileState& state, const GraphSummary& summary) {
-  if (!state.joint || !state.partition) {
+  if (!state.traced.joint || !state.partition) {
     return fmt::format("{}: inference compile (no input requires grad, or grad mode off): nothing to partition.\n",
                        state.name);
   }
@@ -95,7 +95,7 @@ std::string partition_report(const CompileState& state, const GraphSummary& summ
                    summary.forward_ops, summary.backward_ops));
   line(fmt::format("saved for the backward: {} values, {} bytes", p.saved_values.size(), p.saved_bytes));
   for (const std::string& name : p.saved_values) {
-    const Value* v = state.joint->graph.find_value(name);
+    const Value* v = state.traced.joint->graph.find_value(name);
     const TensorMeta* meta = v ? v->meta() : nullptr;
     line(fmt::format("  %{:<24} {:>12} bytes  {}", name, meta ? meta->nbytes() : 0, meta ? to_string(*meta) : "-"));
   }
@@ -112,17 +112,17 @@ void write_graph_outputs(const CompileState& state, const GraphSummary& summary,
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) throw std::runtime_error(fmt::format("cannot create {}: {}", dir.string(), ec.message()));
-  write_file(dir / "metadata.json", to_json(state.meta));
+  write_file(dir / "metadata.json", to_json(state.function.meta));
   write_file(dir / "partition.txt", partition_report(state, summary));
-  if (state.inference_graph) write_file(dir / "inference.aotg", print_graph(*state.inference_graph));
-  if (!state.joint || !state.partition) return;
-  write_file(dir / "joint.aotg", print_graph(state.joint->graph));
+  if (state.traced.inference_graph) write_file(dir / "inference.aotg", print_graph(*state.traced.inference_graph));
+  if (!state.traced.joint || !state.partition) return;
+  write_file(dir / "joint.aotg", print_graph(state.traced.joint->graph));
   write_file(dir / "forward.aotg", print_graph(state.partition->forward));
   write_file(dir / "backward.aotg", print_graph(state.partition->backward));
-  write_file(dir / "joint.dot", joint_graph_dot(*state.joint, *state.partition));
+  write_file(dir / "joint.dot", joint_graph_dot(*state.traced.joint, *state.partition));
   // Graphviz lays out a few hundred nodes in about a minute (an LSTM's joint graph), far longer
   // than the compile: larger joints keep their joint.dot only.
-  if (svg && state.joint->graph.num_nodes() <= kMaxSvgNodes) render_svg(dir / "joint.dot", dir / "joint.svg");
+  if (svg && state.traced.joint->graph.num_nodes() <= kMaxSvgNodes) render_svg(dir / "joint.dot", dir / "joint.svg");
 }
 
 }  // namespace aotpipe::cli

@@ -1,6 +1,7 @@
 // The dedupe and synthetic-base stages: calling conventions of the Notes' examples, the runtime
 // checks, and each stage's pre-compile + post-compile halves composed around the transformed
 // function run eagerly, which must behave exactly like the original function.
+#include <aotpipe/stages/metadata/collect_metadata.h>
 #include <aotpipe/stages/dedupe/dedupe.h>
 #include <aotpipe/stages/synthetic_base/synthetic_base.h>
 
@@ -14,13 +15,13 @@ namespace {
 
 using ::testing::HasSubstr;
 
-CompileState make_state(Function fn, TensorList args, bool needs_autograd = false) {
-  CompileState state;
-  state.meta = collect_metadata(fn, args);
-  state.fn = std::move(fn);
-  state.args = std::move(args);
-  state.needs_autograd = needs_autograd;
-  return state;
+AnalyzedFunction make_function(Function fn, TensorList args, bool needs_autograd = false) {
+  AnalyzedFunction function;
+  function.meta = collect_metadata(fn, args);
+  function.fn = std::move(fn);
+  function.args = std::move(args);
+  function.needs_autograd = needs_autograd;
+  return function;
 }
 
 bool same_storage(const at::Tensor& a, const at::Tensor& b) { return a.storage().is_alias_of(b.storage()); }
@@ -89,21 +90,20 @@ TEST(SyntheticBase, StageMetadataAndEagerEquivalence) {
     at::Tensor a = torch::randn({4}), b = torch::randn({2, 2}), c = torch::randn({2, 2}), d = torch::randn({3});
     return TensorList{a, c.view(-1), b.view(-1), b, c, d};
   };
-  CompileState state = make_state(fn, make_args());
-  SyntheticBaseInfo info = synthetic_base_pre_compile(state);
+  auto [function, info] = synthetic_base_pre_compile(make_function(fn, make_args()));
   ASSERT_TRUE(info.needed);
-  ASSERT_EQ(state.meta.input_info.size(), 4u);
-  EXPECT_TRUE(state.meta.input_info[0].mutates_data);  // c_base
-  EXPECT_TRUE(state.meta.input_info[1].mutates_data);  // b_base
-  EXPECT_FALSE(state.meta.input_info[2].mutates_data);
-  EXPECT_FALSE(state.meta.input_info[3].mutates_data);
+  ASSERT_EQ(function.meta.input_info.size(), 4u);
+  EXPECT_TRUE(function.meta.input_info[0].mutates_data);  // c_base
+  EXPECT_TRUE(function.meta.input_info[1].mutates_data);  // b_base
+  EXPECT_FALSE(function.meta.input_info[2].mutates_data);
+  EXPECT_FALSE(function.meta.input_info[3].mutates_data);
   // The metadata of the transformed function equals what collect_metadata finds on it.
-  auto recollected = collect_metadata(state.fn, state.args);
-  EXPECT_EQ(to_json(recollected), to_json(state.meta));
+  auto recollected = collect_metadata(function.fn, function.args);
+  EXPECT_EQ(to_json(recollected), to_json(function.meta));
 
   TensorList eager = make_args();
   TensorList args = make_args();
-  expect_same_as_eager(fn, eager, args, synthetic_base_post_compile(info, state.fn));
+  expect_same_as_eager(fn, eager, args, synthetic_base_post_compile(info, function.fn));
 }
 
 TEST(SyntheticBase, FalseAliasingKeepsSeparateInputs) {
@@ -132,15 +132,14 @@ TEST(SyntheticBase, MetadataMutationOfAliasedInputIsReplayed) {
     at::Tensor base = torch::randn({2, 3});
     return TensorList{base.view({2, 3}), base.view({2, 3})};
   };
-  CompileState state = make_state(fn, make_args());
-  SyntheticBaseInfo info = synthetic_base_pre_compile(state);
+  auto [function, info] = synthetic_base_pre_compile(make_function(fn, make_args()));
   ASSERT_TRUE(info.needed);
   EXPECT_EQ(info.aliased_arg_idx_with_metadata_mutations, std::vector<std::size_t>{1});
-  ASSERT_EQ(state.meta.output_info.size(), 2u);  // the user output + input 1 returned for its metadata
-  EXPECT_EQ(state.meta.output_info[1].output_type, OutputType::alias_of_input);
+  ASSERT_EQ(function.meta.output_info.size(), 2u);  // the user output + input 1 returned for its metadata
+  EXPECT_EQ(function.meta.output_info[1].output_type, OutputType::alias_of_input);
   TensorList eager = make_args();
   TensorList args = make_args();
-  expect_same_as_eager(fn, eager, args, synthetic_base_post_compile(info, state.fn));
+  expect_same_as_eager(fn, eager, args, synthetic_base_post_compile(info, function.fn));
   EXPECT_EQ(args[1].sizes(), (std::vector<int64_t>{3, 2}));
 }
 
@@ -184,15 +183,14 @@ TEST(SyntheticBase, NonDifferentiableViewMutationIsRejectedInTraining) {
 TEST(Dedupe, UnmutatedDuplicateBecomesSeparateLeaf) {
   at::Tensor x = torch::randn({3}, torch::requires_grad());
   Function fn = [](const TensorList& a) { return TensorList{a[0] * a[1]}; };
-  CompileState state = make_state(fn, {x, x});
-  DedupeInfo info = dedupe_pre_compile(state);
+  auto [function, info] = dedupe_pre_compile(make_function(fn, {x, x}));
   EXPECT_FALSE(info.specialized);
-  ASSERT_EQ(state.args.size(), 2u);
-  EXPECT_FALSE(state.args[0].is_same(state.args[1]));
-  EXPECT_TRUE(state.args[1].is_leaf());
-  EXPECT_TRUE(state.args[1].requires_grad());
-  EXPECT_TRUE(same_storage(state.args[0], state.args[1]));
-  RuntimeFn runtime = dedupe_post_compile(info, state.fn);
+  ASSERT_EQ(function.args.size(), 2u);
+  EXPECT_FALSE(function.args[0].is_same(function.args[1]));
+  EXPECT_TRUE(function.args[1].is_leaf());
+  EXPECT_TRUE(function.args[1].requires_grad());
+  EXPECT_TRUE(same_storage(function.args[0], function.args[1]));
+  RuntimeFn runtime = dedupe_post_compile(info, function.fn);
   EXPECT_TRUE(at::allclose(runtime({x, x})[0], x * x));
   at::Tensor y = torch::randn({3});
   try {
@@ -209,20 +207,20 @@ TEST(Dedupe, MutatedDuplicateSpecializesTheGraph) {
     return TensorList{a[0] + a[1], a[2] * 3};
   };
   at::Tensor x = torch::randn({3}), z = torch::randn({3});
-  CompileState state = make_state(fn, {x, x, z});
-  ASSERT_EQ(state.meta.input_info.size(), 3u);
-  DedupeInfo info = dedupe_pre_compile(state);
+  AnalyzedFunction analyzed = make_function(fn, {x, x, z});
+  ASSERT_EQ(analyzed.meta.input_info.size(), 3u);
+  auto [function, info] = dedupe_pre_compile(std::move(analyzed));
   EXPECT_TRUE(info.specialized);
   EXPECT_EQ(info.keep_arg_mask, (std::vector<bool>{true, false, true}));
   EXPECT_EQ(info.add_dupe_map, (std::vector<std::size_t>{0, 0, 1}));
-  ASSERT_EQ(state.args.size(), 2u);
-  ASSERT_EQ(state.meta.input_info.size(), 2u);
-  EXPECT_TRUE(state.meta.input_info[0].mutates_data);
-  EXPECT_EQ(to_json(collect_metadata(state.fn, state.args)), to_json(state.meta));
+  ASSERT_EQ(function.args.size(), 2u);
+  ASSERT_EQ(function.meta.input_info.size(), 2u);
+  EXPECT_TRUE(function.meta.input_info[0].mutates_data);
+  EXPECT_EQ(to_json(collect_metadata(function.fn, function.args)), to_json(function.meta));
 
   at::Tensor ex = x.clone(), ez = z.clone();
   at::Tensor rx = x.clone(), rz = z.clone();
-  RuntimeFn runtime = dedupe_post_compile(info, state.fn);
+  RuntimeFn runtime = dedupe_post_compile(info, function.fn);
   expect_same_as_eager(fn, {ex, ex, ez}, {rx, rx, rz}, runtime);
   // The reverse: a distinct tensor where the graph expects the duplicate.
   try {
@@ -236,9 +234,8 @@ TEST(Dedupe, MutatedDuplicateSpecializesTheGraph) {
 TEST(Dedupe, DistinctGraphRejectsDuplicatedCall) {
   Function fn = [](const TensorList& a) { return TensorList{a[0] - a[1]}; };
   at::Tensor x = torch::randn({3}), y = torch::randn({3});
-  CompileState state = make_state(fn, {x, y});
-  DedupeInfo info = dedupe_pre_compile(state);
-  RuntimeFn runtime = dedupe_post_compile(info, state.fn);
+  auto [function, info] = dedupe_pre_compile(make_function(fn, {x, y}));
+  RuntimeFn runtime = dedupe_post_compile(info, function.fn);
   try {
     runtime({x, x});
     FAIL() << "expected an error";

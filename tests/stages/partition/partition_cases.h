@@ -1,7 +1,7 @@
 #pragma once
 // The functions the partitioner tests run, each with example inputs. The same names and
 // shapes are defined in partition_oracle.py, which runs PyTorch's own partitioners on them.
-#include <aotpipe/graph/tracer.h>
+#include <aotpipe/tracer/tracer.h>
 
 #include <functional>
 #include <string>

@@ -2,7 +2,7 @@
 // torch._functorch.partitioners on the same functions through aot_function) and the op lists
 // against get_default_op_list(). The oracle is found through $AOTPIPE_PYTHON and
 // $AOTPIPE_TEST_DIR, else through the paths CMake compiled in; without a Python the test fails.
-#include <aotpipe/graph/tracer.h>
+#include <aotpipe/tracer/tracer.h>
 #include <aotpipe/stages/partition/default_partition.h>
 #include <aotpipe/stages/partition/min_cut_partition.h>
 #include <aotpipe/stages/partition/op_classes.h>

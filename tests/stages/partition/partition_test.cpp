@@ -4,7 +4,7 @@
 // The comparison with PyTorch's partitioners on the same functions is partition_oracle_test.cpp.
 #include <aotpipe/graph/interpreter.h>
 #include <aotpipe/graph/meta_propagation.h>
-#include <aotpipe/graph/tracer.h>
+#include <aotpipe/tracer/tracer.h>
 #include <aotpipe/graph/verifier.h>
 #include <aotpipe/stages/partition/cse.h>
 #include <aotpipe/stages/partition/default_partition.h>

@@ -2,7 +2,7 @@
 // allocate: outputs in the input's suggested memory format (layer norm: contiguous), statistics
 // [C], [M...,1...] or [N, groups] in the parameter dtype (float for a Half/BFloat16 input with
 // float parameters: the "mixed type" case).
-#include <aotpipe/graph/internal/meta_support.h>
+#include <aotpipe/tracer/internal/meta_support.h>
 
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>

@@ -7,6 +7,7 @@
 // records every op that reaches it. Autograd runs above that key, so a callable that calls
 // torch::autograd::grad records its backward too (a joint graph); CompositeImplicitAutograd
 // ops decompose before being recorded (`linear` -> `t` + `addmm`), as in make_fx.
+#include <aotpipe/graph/calling_convention.h>
 #include <aotpipe/graph/graph.h>
 
 #include <ATen/core/Tensor.h>
@@ -22,8 +23,7 @@
 
 namespace aotpipe {
 
-using TensorList = std::vector<at::Tensor>;
-using TraceFunction = std::function<TensorList(const TensorList&)>;
+using TraceFunction = Function;
 
 enum class TraceMode {
   Fake,  // shapes only: inner tensors are meta tensors; no data is computed
@@ -58,7 +58,7 @@ struct TraceOptions {
   // kernel on zero-filled tensors of the same layout to learn output metadata (what Python's
   // FakeTensorMode.run_fallback_kernel does). false: such an op is a TraceError.
   // Every fallback call is counted in TraceResult::cpu_fallbacks; aotpipe registers Meta kernels
-  // for the ops models use (graph/meta/), so a compile of them makes none.
+  // for the ops models use (tracer/meta/), so a compile of them makes none.
   bool allow_cpu_fallback = true;
   // Remove nodes whose values are unused (functionalization leaves dead views behind).
   bool eliminate_dead_code = true;

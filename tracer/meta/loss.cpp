@@ -1,6 +1,6 @@
 // Meta kernels of the losses whose CPU kernels have no Meta twin: binary cross entropy (and its
 // backward) and the 2-d NLL loss of segmentation models.
-#include <aotpipe/graph/internal/meta_support.h>
+#include <aotpipe/tracer/internal/meta_support.h>
 
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>

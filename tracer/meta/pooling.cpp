@@ -1,6 +1,6 @@
 // Meta kernels of adaptive average pooling (what adaptive_avg_pool2d runs for outputs other than
 // 1x1), reflection padding and roll, as the CPU kernels allocate them.
-#include <aotpipe/graph/internal/meta_support.h>
+#include <aotpipe/tracer/internal/meta_support.h>
 
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>

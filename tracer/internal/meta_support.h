@@ -1,5 +1,5 @@
 #pragma once
-// What the Meta kernel files of graph/meta/ share: registration that records the op names.
+// What the Meta kernel files of tracer/meta/ share: registration that records the op names.
 #include <ATen/core/Tensor.h>
 #include <torch/library.h>
 
@@ -25,7 +25,7 @@ class MetaRegistrar {
   torch::Library& library_;
 };
 
-// One function per file of graph/meta/, called by registry.cpp.
+// One function per file of tracer/meta/, called by registry.cpp.
 void register_pointwise_meta(MetaRegistrar& m);
 void register_normalization_meta(MetaRegistrar& m);
 void register_convolution_meta(MetaRegistrar& m);

@@ -1,4 +1,4 @@
-#include <aotpipe/graph/internal/trace_backward.h>
+#include <aotpipe/tracer/internal/trace_backward.h>
 
 #include <ATen/core/grad_mode.h>
 #include <c10/util/Exception.h>

@@ -2,7 +2,7 @@
 // the output is laid out [B, T, H, D] in memory (a transposed view of [B, H, T, D]), the
 // logsumexp is float [B, H, T] over a [B, T, H] buffer, and the gradients are [B, T, H, D] in
 // memory like the output.
-#include <aotpipe/graph/internal/meta_support.h>
+#include <aotpipe/tracer/internal/meta_support.h>
 
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>

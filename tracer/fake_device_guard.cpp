@@ -1,4 +1,4 @@
-#include <aotpipe/graph/internal/fake_device_guard.h>
+#include <aotpipe/tracer/internal/fake_device_guard.h>
 
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>

@@ -1,11 +1,11 @@
-// Differential test of aotpipe's Meta kernels (graph/meta/): every registered op, over generated
+// Differential test of aotpipe's Meta kernels (tracer/meta/): every registered op, over generated
 // argument combinations (contiguous, channels_last, transposed, offset views, broadcasting,
 // 0-size, non-default dtypes, optional arguments set and unset), runs once on real CPU tensors and
 // once on meta tensors with the same metadata; the outputs must agree in sizes, significant
 // strides (those of dimensions longer than 1, as PyTorch's meta tests compare), storage offset,
 // dtype, definedness and in which arguments or earlier outputs they alias. Like PyTorch's OpInfo
 // meta tests (test/test_meta.py), against the kernels a C++ process really has.
-#include <aotpipe/graph/internal/meta_kernels.h>
+#include <aotpipe/tracer/internal/meta_kernels.h>
 
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>

@@ -1,5 +1,5 @@
 #pragma once
-// aotpipe's own Meta kernels (graph/meta/) for ATen ops that libtorch 2.11 leaves without one in
+// aotpipe's own Meta kernels (tracer/meta/) for ATen ops that libtorch 2.11 leaves without one in
 // C++ (Python registers them in torch/_meta_registrations.py or computes them by decomposition,
 // which a C++ process does not load). With them a fake trace of the usual models runs on meta
 // tensors only, never on the CPU fallback.
@@ -15,7 +15,7 @@ class OperatorHandle;
 
 namespace aotpipe::detail {
 
-// The kernels register when graph/meta/registry.cpp is loaded. The tracer calls this so that the
+// The kernels register when tracer/meta/registry.cpp is loaded. The tracer calls this so that the
 // linker keeps that object file of the static library.
 void link_meta_kernels();
 

@@ -4,7 +4,7 @@
 // tensors that report the CPU and carry no data, as Python's FakeTensor asks it with fake tensors,
 // so a compile records the kernel eager runs (_scaled_dot_product_flash_attention_for_cpu).
 #include <aotpipe/graph/example_tensor.h>
-#include <aotpipe/graph/internal/meta_kernels.h>
+#include <aotpipe/tracer/internal/meta_kernels.h>
 #include <aotpipe/graph/tensor_meta.h>
 
 #include <ATen/core/dispatch/Dispatcher.h>

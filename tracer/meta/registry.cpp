@@ -1,7 +1,7 @@
 // The one registration of aotpipe's Meta kernels with the dispatcher, and the device hint.
-#include <aotpipe/graph/internal/meta_support.h>
+#include <aotpipe/tracer/internal/meta_support.h>
 
-#include <aotpipe/graph/internal/meta_kernels.h>
+#include <aotpipe/tracer/internal/meta_kernels.h>
 
 #include <mutex>
 

@@ -1,6 +1,6 @@
 // Meta kernels of the variance reductions (var, std and their _mean twins): reduced sizes,
 // contiguous, in the real dtype of the input (complex -> float) for the variance.
-#include <aotpipe/graph/internal/meta_support.h>
+#include <aotpipe/tracer/internal/meta_support.h>
 
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>

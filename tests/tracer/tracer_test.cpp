@@ -3,7 +3,7 @@
 // with calling the function eagerly; joint graphs' gradients are compared with
 // torch::autograd::grad; the error cases are asserted with their messages.
 #include <aotpipe/graph/interpreter.h>
-#include <aotpipe/graph/tracer.h>
+#include <aotpipe/tracer/tracer.h>
 #include <aotpipe/graph/verifier.h>
 
 #include <ATen/ATen.h>

@@ -2,7 +2,7 @@
 // backwards, where, abs, flip, loss backwards, dropout). Each allocates its outputs as the CPU
 // kernel does: through the same TensorIterator configuration, or empty_like where the kernel
 // allocates with it before iterating.
-#include <aotpipe/graph/internal/meta_support.h>
+#include <aotpipe/tracer/internal/meta_support.h>
 
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>

@@ -1,11 +1,11 @@
 // The tracer. The mechanism (and what was checked on libtorch 2.11) is in docs/libtorch-2.11.md;
 // how to use it and its limits in docs/tracer.md.
 #include <aotpipe/graph/example_tensor.h>
-#include <aotpipe/graph/internal/fake_device_guard.h>
-#include <aotpipe/graph/internal/meta_kernels.h>
-#include <aotpipe/graph/internal/trace_backward.h>
+#include <aotpipe/tracer/internal/fake_device_guard.h>
+#include <aotpipe/tracer/internal/meta_kernels.h>
+#include <aotpipe/tracer/internal/trace_backward.h>
 #include <aotpipe/graph/passes.h>
-#include <aotpipe/graph/tracer.h>
+#include <aotpipe/tracer/tracer.h>
 
 #include <ATen/ATen.h>
 #include <ATen/FunctionalTensorWrapper.h>
@@ -836,7 +836,7 @@ class MultithreadingOff {
 
 struct Tracer {
   std::shared_ptr<TraceState> st;
-  // Fake traces of CUDA programs make no CUDA call (graph/internal/fake_device_guard.h).
+  // Fake traces of CUDA programs make no CUDA call (tracer/internal/fake_device_guard.h).
   std::optional<FakeDeviceScope> fake_devices;
   std::vector<at::Tensor> traced_inputs;                // what fn sees (functional wrappers when functionalizing)
   std::vector<at::Tensor> initial_inputs;               // the tracing tensors of the inputs, as created

@@ -1,7 +1,7 @@
 // Meta kernels of the fused RNN cells: CUDA-only kernels (no CPU kernel to fall back on), so a
 // CUDA LSTM cell cannot be traced without them. (aten::lstm itself is decomposed into cell ops by
 // the tracer, as PyTorch does: the fused layers' workspace sizes are their libraries' to know.)
-#include <aotpipe/graph/internal/meta_support.h>
+#include <aotpipe/tracer/internal/meta_support.h>
 
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>

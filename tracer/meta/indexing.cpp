@@ -1,7 +1,7 @@
 // Meta kernels of index_select and the embedding ops (embedding itself is a composite of
 // index_select; its backward and embedding_bag have CPU kernels only).
-#include <aotpipe/graph/internal/meta_kernels.h>
-#include <aotpipe/graph/internal/meta_support.h>
+#include <aotpipe/tracer/internal/meta_kernels.h>
+#include <aotpipe/tracer/internal/meta_support.h>
 
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>

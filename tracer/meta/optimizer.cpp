@@ -2,7 +2,7 @@
 // update their lists in place and return nothing, so the Meta kernel is the CPU kernel's checks.
 // Functionalization turns them into _fused_adam & co., whose generated kernels clone the lists and
 // call these.
-#include <aotpipe/graph/internal/meta_support.h>
+#include <aotpipe/tracer/internal/meta_support.h>
 
 #include <ATen/core/Tensor.h>
 

@@ -4,8 +4,8 @@
 // select_conv_backend chooses (oneDNN, slow, depthwise...) for tensors that report the CPU, as
 // Python's FakeTensor asks it; on CUDA cuDNN's rule (channels_last when the input or the weight is).
 #include <aotpipe/graph/example_tensor.h>
-#include <aotpipe/graph/internal/meta_kernels.h>
-#include <aotpipe/graph/internal/meta_support.h>
+#include <aotpipe/tracer/internal/meta_kernels.h>
+#include <aotpipe/tracer/internal/meta_support.h>
 #include <aotpipe/graph/tensor_meta.h>
 
 #include <ATen/core/Tensor.h>
