@@ -66,10 +66,15 @@ AotConfig checked_config(AotConfig config, const std::shared_ptr<nn::Module>& mo
   config.num_params_buffers = num_lifted;
   std::weak_ptr<nn::Module> weak = module;  // the compilers live in the module's own cache
   auto checked = [weak](Compiler inner) -> Compiler {
-    return [weak, inner = std::move(inner)](const Graph& graph, const std::vector<TensorMeta>& metas) {
+    std::optional<std::string> identity = identity_of(inner);
+    Compiler wrapped = [weak, inner = std::move(inner)](const Graph& graph, const std::vector<TensorMeta>& metas) {
       if (auto m = weak.lock()) check_no_module_constants(graph, *m);
       return inner(graph, metas);
     };
+    // The check changes nothing the compiler makes, so the wrapper keeps the inner compiler's
+    // identity and module compiles stay cacheable (a hit runs the compilers, so the check too).
+    if (identity) return named_compiler("aot_module checked " + *identity, std::move(wrapped));
+    return wrapped;
   };
   config.fw_compiler = checked(std::move(config.fw_compiler));
   config.bw_compiler = checked(std::move(config.bw_compiler));

@@ -9,6 +9,8 @@
 #include <aotpipe/graph/parser.h>
 #include <aotpipe/graph/printer.h>
 #include <aotpipe/runtime/aot_function.h>
+#include <aotpipe/runtime/aot_module.h>
+#include <aotpipe/runtime/graph_signature.h>
 #include <aotpipe/runtime/cache_key.h>
 #include <aotpipe/runtime/compile_cache.h>
 #include <aotpipe/runtime/compile_pipeline.h>
@@ -24,6 +26,7 @@
 #include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <torch/nn/modules/linear.h>
 
 #include <filesystem>
 #include <fstream>
@@ -347,6 +350,37 @@ TEST(CacheKey, CallablesWithoutIdentityAndUserStagesBypass) {
 }
 
 // --- aot_function -------------------------------------------------------------------------------
+
+// A hit's CompileState has no example arguments (it ran no stage): what is built from the state
+// afterwards, such as a module's graph signature, must not need them.
+TEST(CompileCache, AModulesHitHasTheGraphSignatureOfItsColdCompile) {
+  TempDir dir;
+  RecordingCache rc(dir.path);
+  AotConfig config;
+  config.cache = rc.cache;
+  torch::manual_seed(5);
+  auto linear = std::make_shared<torch::nn::LinearImpl>(4, 3);
+  const ModuleForward forward = [](torch::nn::Module& m, const TensorList& a) {
+    return TensorList{static_cast<torch::nn::LinearImpl&>(m).forward(a[0]).relu().sum()};
+  };
+  const TensorList x = {torch::randn({2, 4})};
+  const CompiledModule cold = aot_module(linear, forward, config);
+  const std::string cold_signature = to_json(cold.graph_signature(x, 0));
+  EXPECT_EQ(rc.cache->counters().misses, 1u);
+  const CompiledModule warm = aot_module(linear, forward, config);
+  EXPECT_EQ(to_json(warm.graph_signature(x, 0)), cold_signature);
+  EXPECT_EQ(rc.cache->counters().hits, 1u);
+  EXPECT_THAT(cold_signature, HasSubstr("LOSS_OUTPUT"));
+  // The hit computes what eager does, gradients of the parameters included.
+  const at::Tensor loss = warm(x)[0];
+  loss.backward();
+  const at::Tensor compiled_grad = linear->weight.grad().clone();
+  linear->weight.mutable_grad().reset();
+  const at::Tensor eager_loss = forward(*linear, x)[0];
+  eager_loss.backward();
+  EXPECT_TRUE(at::allclose(loss, eager_loss));
+  EXPECT_TRUE(at::allclose(compiled_grad, linear->weight.grad()));
+}
 
 TEST(CompileCache, AotFunctionsFirstCallHitsInANewFunction) {
   TempDir dir;
