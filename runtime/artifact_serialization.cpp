@@ -31,6 +31,39 @@ void check(bool ok, const std::string& what) {
   if (!ok) malformed(what);
 }
 
+// nlohmann's CBOR reader recurses once per nesting level, so a crafted entry (a checksum only
+// catches accidents) nested a million deep would exhaust the stack. This DOM builder stops at a
+// depth no artifact reaches (the deepest is about 6).
+constexpr std::size_t kMaxCborDepth = 64;
+
+class DepthLimitedCborParser : public nlohmann::detail::json_sax_dom_parser<Json> {
+ public:
+  using Base = nlohmann::detail::json_sax_dom_parser<Json>;
+  explicit DepthLimitedCborParser(Json& result) : Base(result, /*allow_exceptions=*/true) {}
+  bool start_object(std::size_t n) { return enter() && Base::start_object(n); }
+  bool end_object() { return leave() && Base::end_object(); }
+  bool start_array(std::size_t n) { return enter() && Base::start_array(n); }
+  bool end_array() { return leave() && Base::end_array(); }
+
+ private:
+  bool enter() {
+    if (++depth_ > kMaxCborDepth) malformed(fmt::format("nested deeper than {} levels", kMaxCborDepth));
+    return true;
+  }
+  bool leave() {
+    --depth_;
+    return true;
+  }
+  std::size_t depth_ = 0;
+};
+
+Json parse_cbor(std::string_view bytes) {
+  Json result;
+  DepthLimitedCborParser parser(result);
+  Json::sax_parse(bytes.begin(), bytes.end(), &parser, nlohmann::json::input_format_t::cbor);
+  return result;
+}
+
 // --- Tensors ------------------------------------------------------------------------------------
 
 Json meta_to_json(const TensorMeta& m) {
@@ -375,7 +408,7 @@ CompiledArtifact deserialize_artifact(std::string_view bytes) {
     bytes.remove_prefix(sizeof cbor_length);
     check(cbor_length <= bytes.size(), "structure longer than the artifact");
     const std::string_view data_section = bytes.substr(cbor_length);
-    const Json j = Json::from_cbor(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(cbor_length));
+    const Json j = parse_cbor(bytes.substr(0, cbor_length));
     check(j.is_object(), "not an object");
     check(j.at("schema").get<int>() == kArtifactSchema,
           fmt::format("schema {} (this build reads {})", j.at("schema").dump(), kArtifactSchema));

@@ -143,6 +143,19 @@ TEST(CompileCache, ArtifactBytesRoundTrip) {
   EXPECT_EQ(out.cache.outcome, CacheOutcome::Off);
 }
 
+// A crafted artifact nested a million levels deep (arrays of one element) is refused by name; a
+// recursive reader would overflow the stack on it.
+TEST(CompileCache, DeeplyNestedArtifactBytesAreRefusedNotACrash) {
+  const std::size_t depth = 1'000'000;
+  const std::string cbor = std::string(depth, '\x81') + '\x01';
+  const std::uint64_t cbor_length = cbor.size();
+  const std::string bytes = std::string(reinterpret_cast<const char*>(&cbor_length), sizeof cbor_length) + cbor;
+  try {
+    (void)deserialize_artifact(bytes);
+    ADD_FAILURE() << "a deeply nested artifact was accepted";
+  } catch (const ArtifactFormatError& e) { EXPECT_THAT(e.what(), HasSubstr("nested deeper than 64 levels")); }
+}
+
 // --- The key ------------------------------------------------------------------------------------
 
 // x[rows, 8] @ w[8, 3], then `activation`.
