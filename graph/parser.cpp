@@ -660,4 +660,17 @@ class Parser {
 
 Graph parse_graph(std::string_view text) { return Parser(text).parse(); }
 
+std::optional<std::string> peek_graph_name(std::string_view text) {
+  try {
+    Lexer lexer(text);
+    const Token keyword = lexer.next();
+    if (keyword.kind != Tok::Ident || keyword.text != "graph") return std::nullopt;
+    Token name = lexer.next();
+    if (name.kind != Tok::Ident && name.kind != Tok::String) return std::nullopt;
+    return std::move(name.text);
+  } catch (const ParseError&) {
+    return std::nullopt;  // e.g. a quoted name cut off where the prefix ends
+  }
+}
+
 }  // namespace aotpipe

@@ -3,6 +3,7 @@
 #include <aotpipe/graph/graph.h>
 
 #include <stdexcept>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -25,5 +26,10 @@ class ParseError : public std::runtime_error {
 // Parses one graph. Tensor constants are declared but carry no data: bind them with
 // Graph::bind_constant before running. Throws ParseError (never crashes) on malformed text.
 Graph parse_graph(std::string_view text);
+
+// The name a graph's text declares (`graph NAME(` or `graph "quoted name"(`), read by the same
+// lexer from the text's first tokens, without parsing the rest: a prefix of a file will do.
+// nullopt when the text does not start that way.
+std::optional<std::string> peek_graph_name(std::string_view text);
 
 }  // namespace aotpipe

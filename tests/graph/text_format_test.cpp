@@ -3,6 +3,7 @@
 #include <aotpipe/graph/interpreter.h>
 #include <aotpipe/graph/parser.h>
 #include <aotpipe/graph/passes.h>
+#include <aotpipe/graph/printer.h>
 #include <aotpipe/graph/verifier.h>
 
 #include <fmt/format.h>
@@ -41,6 +42,24 @@ TEST(TextFormat, EveryLiteralKindRoundTrips) {
       "{phase=forward}\n"
       "  aten::_assert_async.msg(%x, \"message with\\nnewline\")\n"
       "  return (%a, %b, %d, %e, %f, %g, %i, %j, %k, %l, %w)\n");
+}
+
+// peek_graph_name reads the declared name from a prefix of the text, as the parser would.
+TEST(TextFormat, PeekGraphNameReadsTheDeclaredNameFromAPrefix) {
+  for (const std::string name : {"mlp", "ns::block.v2", "with space", "quote\" and \\ slash", "tab\there"}) {
+    Graph g(name);
+    g.set_outputs({g.add_input("x", ValueType::Tensor)});
+    const std::string text = print_graph(g);
+    ASSERT_EQ(parse_graph(text).name(), name);
+    EXPECT_EQ(peek_graph_name(text), name) << text;
+    EXPECT_EQ(peek_graph_name(text.substr(0, text.find('('))), name) << "a prefix up to the parenthesis";
+  }
+  EXPECT_EQ(peek_graph_name("# a comment\n  graph g(%x: f32[2]):"), "g");
+  EXPECT_EQ(peek_graph_name("graphx g("), std::nullopt);
+  EXPECT_EQ(peek_graph_name("graph (%x"), std::nullopt);
+  EXPECT_EQ(peek_graph_name("graph \"cut off"), std::nullopt);
+  EXPECT_EQ(peek_graph_name("\x01\x02 binary"), std::nullopt);
+  EXPECT_EQ(peek_graph_name(""), std::nullopt);
 }
 
 TEST(TextFormat, AcceptsAlternativeSpellingsAndNormalizesThem) {

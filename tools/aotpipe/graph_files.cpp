@@ -1,10 +1,11 @@
 #include "aotpipe/graph_files.h"
 
+#include <aotpipe/graph/parser.h>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -66,65 +67,6 @@ std::string read_text_file(const fs::path& path) {
   return std::move(text).str();
 }
 
-}  // namespace aotpipe::cli
-
-namespace aotpipe::cli {
-namespace {
-
-bool ident_start(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; }
-bool ident_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.'; }
-
-// The name in `graph NAME(` at the start of the IR text, lexed as the parser lexes it; nullopt
-// when the text does not start that way.
-std::optional<std::string> declared_graph_name(std::string_view text) {
-  std::size_t pos = 0;
-  while (pos < text.size()) {  // whitespace and '#' comments
-    if (std::isspace(static_cast<unsigned char>(text[pos]))) {
-      ++pos;
-    } else if (text[pos] == '#') {
-      while (pos < text.size() && text[pos] != '\n') ++pos;
-    } else {
-      break;
-    }
-  }
-  if (text.substr(pos, 5) != "graph" || pos + 5 >= text.size() || ident_char(text[pos + 5])) return std::nullopt;
-  pos += 5;
-  while (pos < text.size() && std::isspace(static_cast<unsigned char>(text[pos]))) ++pos;
-  std::string name;
-  if (pos < text.size() && ident_start(text[pos])) {
-    while (pos < text.size()) {
-      if (ident_char(text[pos])) {
-        name += text[pos++];
-      } else if (text.substr(pos, 2) == "::" && pos + 2 < text.size() && ident_start(text[pos + 2])) {
-        name += "::";
-        pos += 2;
-      } else {
-        break;
-      }
-    }
-    return name;
-  }
-  if (pos >= text.size() || text[pos] != '"') return std::nullopt;
-  for (++pos; pos < text.size() && text[pos] != '\n'; ++pos) {
-    if (text[pos] == '"') return name;
-    if (text[pos] != '\\') {
-      name += text[pos];
-      continue;
-    }
-    if (++pos >= text.size()) return std::nullopt;
-    switch (text[pos]) {
-      case 'n': name += '\n'; break;
-      case 't': name += '\t'; break;
-      case '"': name += '"'; break;
-      case '\\': name += '\\'; break;
-      default: return std::nullopt;
-    }
-  }
-  return std::nullopt;
-}
-
-}  // namespace
-
 std::string graph_name_hint(const GraphFile& file) {
   const std::string stem = file.path.stem().string();
   if (!file.error.empty() || is_exported_program_file(file.path)) return stem;
@@ -132,7 +74,7 @@ std::string graph_name_hint(const GraphFile& file) {
   std::string head(64 * 1024, '\0');
   in.read(head.data(), static_cast<std::streamsize>(head.size()));
   head.resize(static_cast<std::size_t>(std::max<std::streamsize>(in.gcount(), 0)));
-  return declared_graph_name(head).value_or(stem);
+  return peek_graph_name(head).value_or(stem);
 }
 
 std::vector<std::string> unique_names(const std::vector<std::string>& names_in_order) {
