@@ -42,8 +42,13 @@ std::string describe(const Token& t) {
   return "?";
 }
 
-bool is_ident_start(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; }
-bool is_ident_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.'; }
+// ASCII classes, inline: the <cctype> functions are calls through the C locale (the same answers
+// for ASCII, and no byte >= 0x80 is a letter there either), and the lexer asks per character.
+constexpr bool is_digit(char c) { return static_cast<unsigned char>(c - '0') < 10; }
+constexpr bool is_alpha(char c) { return static_cast<unsigned char>((c | 0x20) - 'a') < 26; }
+constexpr bool is_space(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r' || c == '\v' || c == '\f'; }
+constexpr bool is_ident_start(char c) { return is_alpha(c) || c == '_'; }
+constexpr bool is_ident_char(char c) { return is_alpha(c) || is_digit(c) || c == '_' || c == '.'; }
 
 class Lexer {
  public:
@@ -59,23 +64,26 @@ class Lexer {
     if (c == '%') {
       advance();
       t.kind = Tok::ValueRef;
-      while (pos_ < text_.size() && is_ident_char(text_[pos_])) t.text += advance();
+      std::size_t end = pos_;
+      while (end < text_.size() && is_ident_char(text_[end])) ++end;
+      take_line_free(t, end);
       if (t.text.empty()) fail(t, "expected a value name after '%'");
       return t;
     }
     if (is_ident_start(c)) {
       t.kind = Tok::Ident;
       // Identifiers may contain '.' and '::' (aten::mul.Tensor, torch.float32).
-      while (pos_ < text_.size()) {
-        if (is_ident_char(text_[pos_])) {
-          t.text += advance();
-        } else if (text_.substr(pos_, 2) == "::" && pos_ + 2 < text_.size() && is_ident_start(text_[pos_ + 2])) {
-          t.text += advance();
-          t.text += advance();
+      std::size_t end = pos_;
+      while (end < text_.size()) {
+        if (is_ident_char(text_[end])) {
+          ++end;
+        } else if (text_.substr(end, 2) == "::" && end + 2 < text_.size() && is_ident_start(text_[end + 2])) {
+          end += 2;
         } else {
           break;
         }
       }
+      take_line_free(t, end);
       if (t.text == "inf" || t.text == "nan") {
         t.kind = Tok::Float;
         t.float_value =
@@ -83,9 +91,8 @@ class Lexer {
       }
       return t;
     }
-    if (std::isdigit(static_cast<unsigned char>(c)) ||
-        (c == '-' && pos_ + 1 < text_.size() &&
-         (std::isdigit(static_cast<unsigned char>(text_[pos_ + 1])) || text_.substr(pos_ + 1, 3) == "inf"))) {
+    if (is_digit(c) ||
+        (c == '-' && pos_ + 1 < text_.size() && (is_digit(text_[pos_ + 1]) || text_.substr(pos_ + 1, 3) == "inf"))) {
       return number(t);
     }
     if (c == '"') return string(t);
@@ -107,6 +114,13 @@ class Lexer {
     return fmt::format("\\x{:02x}", static_cast<unsigned char>(c));
   }
 
+  // The token's text is text_[pos_, end), which holds no newline: one copy, one column update.
+  void take_line_free(Token& t, std::size_t end) {
+    t.text.assign(text_.data() + pos_, end - pos_);
+    column_ += end - pos_;
+    pos_ = end;
+  }
+
   char advance() {
     char c = text_[pos_++];
     if (c == '\n') {
@@ -121,7 +135,7 @@ class Lexer {
   void skip_space_and_comments() {
     while (pos_ < text_.size()) {
       char c = text_[pos_];
-      if (std::isspace(static_cast<unsigned char>(c))) {
+      if (is_space(c)) {
         advance();
       } else if (c == '#') {
         while (pos_ < text_.size() && text_[pos_] != '\n') advance();
@@ -142,7 +156,7 @@ class Lexer {
     }
     bool is_float = false;
     auto digits = [&] {
-      while (pos_ < text_.size() && std::isdigit(static_cast<unsigned char>(text_[pos_]))) advance();
+      while (pos_ < text_.size() && is_digit(text_[pos_])) advance();
     };
     digits();
     if (pos_ < text_.size() && text_[pos_] == '.') {

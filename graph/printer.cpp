@@ -6,6 +6,8 @@
 #include <fmt/ranges.h>
 
 #include <cmath>
+#include <string_view>
+#include <unordered_map>
 
 namespace aotpipe {
 
@@ -76,22 +78,51 @@ std::string format_constant(const c10::IValue& value, const c10::TypePtr& schema
   return format_generic(value, type);
 }
 
-std::string format_value_decl(const Value& value) {
+namespace {
+
+// How the output names values: by their own names, or (canonical form) v0, v1, ... in the order
+// they are defined, inputs first.
+class Naming {
+ public:
+  Naming() = default;
+  explicit Naming(const Graph& graph) : canonical_(true) {
+    std::size_t next = 0;
+    for (const Value* v : graph.inputs()) index_.emplace(v, next++);
+    for (const Node* node : graph.nodes())
+      for (const Value* v : node->outputs()) index_.emplace(v, next++);
+  }
+  std::string ref(const Value& v) const {  // %name
+    if (!canonical_) return "%" + v.name();
+    auto it = index_.find(&v);
+    if (it == index_.end()) throw GraphError("cannot print a value that is not defined in the graph");
+    return fmt::format("%v{}", it->second);
+  }
+
+ private:
+  bool canonical_ = false;
+  std::unordered_map<const Value*, std::size_t> index_;
+};
+
+std::string value_decl(const Value& value, const Naming& naming) {
   std::string type =
       value.is_tensor() && value.meta() ? to_string(*value.meta()) : std::string(to_string(value.type()));
-  return fmt::format("%{}: {}", value.name(), type);
+  return fmt::format("{}: {}", naming.ref(value), type);
 }
 
+}  // namespace
+
+std::string format_value_decl(const Value& value) { return value_decl(value, Naming{}); }
+
 namespace {
-std::string format_argument(const Argument& arg, const c10::TypePtr& type) {
-  if (arg.is_value()) return "%" + arg.value()->name();
+std::string format_argument(const Argument& arg, const c10::TypePtr& type, const Naming& naming) {
+  if (arg.is_value()) return naming.ref(*arg.value());
   if (arg.is_constant()) return format_constant(arg.constant(), type);
   std::string out = "[";
   bool first = true;
   for (Value* v : arg.value_list().values) {
     if (!first) out += ", ";
     first = false;
-    out += v ? "%" + v->name() : "None";
+    out += v ? naming.ref(*v) : "None";
   }
   return out + "]";
 }
@@ -108,7 +139,7 @@ std::string format_attrs(const std::map<std::string, std::string>& attrs) {
   return out + "}";
 }
 
-std::string format_call_args(const Node& node) {
+std::string format_call_args(const Node& node, const Naming& naming) {
   const auto& formals = node.schema().arguments();
   const auto& args = node.args();
   // Arguments equal to their schema default are left out (the parser puts them back):
@@ -124,34 +155,41 @@ std::string format_call_args(const Node& node) {
   std::vector<std::string> parts;
   for (std::size_t i = 0; i < formals.size(); ++i) {
     if (formals[i].kwarg_only()) {
-      if (!is_default(i)) parts.push_back(formals[i].name() + "=" + format_argument(args[i], formals[i].real_type()));
+      if (!is_default(i))
+        parts.push_back(formals[i].name() + "=" + format_argument(args[i], formals[i].real_type(), naming));
     } else if (i < last_positional) {
-      parts.push_back(format_argument(args[i], formals[i].real_type()));
+      parts.push_back(format_argument(args[i], formals[i].real_type(), naming));
     }
   }
   return fmt::format("{}", fmt::join(parts, ", "));
 }
-}  // namespace
 
-std::string print_node(const Node& node) {
+std::string node_text(const Node& node, const Naming& naming) {
   std::vector<std::string> decls;
-  for (Value* out : node.outputs()) decls.push_back(format_value_decl(*out));
+  for (Value* out : node.outputs()) decls.push_back(value_decl(*out, naming));
   std::string lhs = decls.empty() ? "" : fmt::format("{} = ", fmt::join(decls, ", "));
-  std::string rhs = node.is_call() ? fmt::format("{}({})", node.qualified_name(), format_call_args(node))
+  std::string rhs = node.is_call() ? fmt::format("{}({})", node.qualified_name(), format_call_args(node, naming))
                                    : fmt::format("constant({})", quote(node.constant_name()));
   return lhs + rhs + format_attrs(node.attrs());
 }
 
-std::string print_graph(const Graph& graph) {
+std::string graph_text(const Graph& graph, std::string_view graph_name, const Naming& naming) {
   std::vector<std::string> params;
-  for (Value* in : graph.inputs()) params.push_back(format_value_decl(*in));
-  std::string name = is_plain_word(graph.name()) ? graph.name() : quote(graph.name());
+  for (Value* in : graph.inputs()) params.push_back(value_decl(*in, naming));
+  std::string name = is_plain_word(graph_name) ? std::string(graph_name) : quote(graph_name);
   std::string out = fmt::format("graph {}({}):\n", name, fmt::join(params, ", "));
-  for (const Node* node : graph.nodes()) out += "  " + print_node(*node) + "\n";
+  for (const Node* node : graph.nodes()) out += "  " + node_text(*node, naming) + "\n";
   std::vector<std::string> results;
-  for (Value* v : graph.outputs()) results.push_back("%" + v->name());
+  for (Value* v : graph.outputs()) results.push_back(naming.ref(*v));
   out += fmt::format("  return ({})\n", fmt::join(results, ", "));
   return out;
 }
+}  // namespace
+
+std::string print_node(const Node& node) { return node_text(node, Naming{}); }
+
+std::string print_graph(const Graph& graph) { return graph_text(graph, graph.name(), Naming{}); }
+
+std::string print_graph_canonical(const Graph& graph) { return graph_text(graph, "g", Naming(graph)); }
 
 }  // namespace aotpipe

@@ -73,17 +73,7 @@ std::string content_hash_hex(std::string_view bytes) {
   return sha.hex();
 }
 
-std::string canonical_graph_text(const Graph& graph) {
-  Graph copy(graph);
-  copy.set_name("g");
-  std::vector<Value*> values(copy.inputs().begin(), copy.inputs().end());
-  for (Node* node : copy.nodes())
-    for (Value* v : node->outputs()) values.push_back(v);
-  // Two passes: the final names may be taken by other values until every value has moved.
-  for (std::size_t i = 0; i < values.size(); ++i) copy.rename(values[i], fmt::format("__canonical_{}", i));
-  for (std::size_t i = 0; i < values.size(); ++i) copy.rename(values[i], fmt::format("v{}", i));
-  return print_graph(copy);
-}
+std::string canonical_graph_text(const Graph& graph) { return print_graph_canonical(graph); }
 
 std::string cache_key_digest(const std::vector<std::pair<std::string, std::string>>& ingredients) {
   Hasher sha;

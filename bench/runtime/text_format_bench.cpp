@@ -3,6 +3,7 @@
 // verified as an artifact load verifies it, and the programs canonicalized as the cache key does.
 // A cache store prints; a hit parses and verifies; every lookup canonicalizes the program.
 // Medians over --repeats runs (default 5), one thread. Run: build/bench/runtime/text_format_bench
+// (`--only parse` and a large --repeats give a profiler one step to look at).
 #include "aotpipe/compile_jobs.h"
 
 #include <aotpipe/graph/parser.h>
@@ -20,6 +21,7 @@
 #include <filesystem>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace {
@@ -52,8 +54,14 @@ double median_ms(int repeats, const std::function<void()>& body) {
 
 int main(int argc, char** argv) {
   int repeats = 5;
-  for (int i = 1; i + 1 < argc; ++i)
+  std::string only;  // one step's name (its first word), or all
+  for (int i = 1; i + 1 < argc; ++i) {
     if (std::string(argv[i]) == "--repeats") repeats = std::max(1, std::atoi(argv[i + 1]));
+    if (std::string(argv[i]) == "--only") only = argv[i + 1];
+  }
+  auto step = [&](std::string_view name, const std::function<void()>& body) {
+    return only.empty() || name.starts_with(only) ? median_ms(repeats, body) : 0.0;
+  };
 
   // Compile the corpus once (no cache) and keep every graph the compiles made.
   cli::JobSettings settings{"", 0, false, partitioners::min_cut_rematerialization_partition(), nullptr};
@@ -92,25 +100,35 @@ int main(int argc, char** argv) {
     std::size_t nodes;
   };
   const std::vector<Row> rows = {
-      {"print (a store)", median_ms(repeats, [&] {
-         for (const Graph* g : all.graphs) (void)print_graph(*g);
-       }),
+      {"print (a store)",
+       step("print",
+            [&] {
+              for (const Graph* g : all.graphs) (void)print_graph(*g);
+            }),
        all.nodes},
-      {"parse (a hit)", median_ms(repeats, [&] {
-         for (const std::string& t : texts) (void)parse_graph(t);
-       }),
+      {"parse (a hit)",
+       step("parse",
+            [&] {
+              for (const std::string& t : texts) (void)parse_graph(t);
+            }),
        all.nodes},
-      {"verify (a hit)", median_ms(repeats, [&] {
-         for (const Graph* g : all.graphs) verify(*g, artifact_checks);
-       }),
+      {"verify (a hit)",
+       step("verify",
+            [&] {
+              for (const Graph* g : all.graphs) verify(*g, artifact_checks);
+            }),
        all.nodes},
-      {"copy", median_ms(repeats, [&] {
-         for (const Graph* g : all.graphs) (void)Graph(*g);
-       }),
+      {"copy",
+       step("copy",
+            [&] {
+              for (const Graph* g : all.graphs) (void)Graph(*g);
+            }),
        all.nodes},
-      {"canonical text (every lookup)", median_ms(repeats, [&] {
-         for (const Graph* g : program_set.graphs) (void)canonical_graph_text(*g);
-       }),
+      {"canonical text (every lookup)",
+       step("canonical",
+            [&] {
+              for (const Graph* g : program_set.graphs) (void)canonical_graph_text(*g);
+            }),
        program_set.nodes},
   };
   fmt::print("{} compiled graphs ({} nodes) and {} programs ({} nodes) of examples/, one thread, median of {} runs\n",
