@@ -10,6 +10,8 @@
 
 #include <model_zoo.h>
 
+#include "median_time.h"
+
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <torch/csrc/autograd/autograd.h>
@@ -26,7 +28,6 @@
 namespace {
 
 using namespace aotpipe;
-using Clock = std::chrono::steady_clock;
 
 int repeats = 5;
 
@@ -39,17 +40,7 @@ double peak_rss_mib() {
   return -1;
 }
 
-template <class F>
-double median_ms(F&& f, int n) {
-  std::vector<double> ms;
-  for (int i = 0; i < n; ++i) {
-    const auto start = Clock::now();
-    f();
-    ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
-  }
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
-}
+using aotpipe::bench::median_ms;
 
 zoo::ZooModel model_named(const std::string& name, int64_t batch) {
   for (zoo::ZooModel& m : zoo::all_models(batch))

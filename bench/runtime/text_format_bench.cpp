@@ -5,6 +5,7 @@
 // Medians over --repeats runs (default 5), one thread. Run: build/bench/runtime/text_format_bench
 // (`--only parse` and a large --repeats give a profiler one step to look at).
 #include "aotpipe/compile_jobs.h"
+#include "median_time.h"
 
 #include <aotpipe/graph/parser.h>
 #include <aotpipe/graph/printer.h>
@@ -27,7 +28,6 @@
 namespace {
 
 using namespace aotpipe;
-using Clock = std::chrono::steady_clock;
 
 struct GraphSet {
   std::vector<const Graph*> graphs;
@@ -37,18 +37,6 @@ struct GraphSet {
     nodes += g.num_nodes();
   }
 };
-
-// Median wall time of `body` over `repeats` runs, in ms.
-double median_ms(int repeats, const std::function<void()>& body) {
-  std::vector<double> times;
-  for (int r = 0; r < repeats; ++r) {
-    const auto start = Clock::now();
-    body();
-    times.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
-  }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
-}
 
 }  // namespace
 
@@ -60,7 +48,7 @@ int main(int argc, char** argv) {
     if (std::string(argv[i]) == "--only") only = argv[i + 1];
   }
   auto step = [&](std::string_view name, const std::function<void()>& body) {
-    return only.empty() || name.starts_with(only) ? median_ms(repeats, body) : 0.0;
+    return only.empty() || name.starts_with(only) ? bench::median_ms(body, repeats) : 0.0;
   };
 
   // Compile the corpus once (no cache) and keep every graph the compiles made.
