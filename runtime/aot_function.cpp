@@ -45,8 +45,8 @@ Task<CompileOutput> finish_from_artifact(std::shared_ptr<const CompiledArtifact>
                                          CacheReport report, Scheduler& scheduler) {
   CompiledGraphs graphs = co_await compile_graphs(artifact->traced, artifact->partition.get(), config, scheduler);
   CompileOutput out;
-  out.state = state_of(*artifact, config, graphs);
-  out.runtime = post_compile(artifact, std::move(graphs));
+  out.state = state_of(*artifact, config, graphs);  // rebuilds the wrappers from the plans, once
+  out.runtime = post_compile(artifact, std::move(graphs), out.state->wrappers);
   out.artifact = std::move(artifact);
   out.cache = std::move(report);
   co_return out;

@@ -104,8 +104,8 @@ Phases warm_phases(const std::vector<CompileJob>& jobs, CompileCache& cache) {
     start = Clock::now();
     CompiledGraphs graphs =
         sync_wait(compile_graphs(artifact->traced, artifact->partition.get(), job.config, default_compile_scheduler()));
-    (void)state_of(*artifact, job.config, graphs);
-    (void)post_compile(artifact, std::move(graphs));
+    const auto state = state_of(*artifact, job.config, graphs);
+    (void)post_compile(artifact, std::move(graphs), state->wrappers);
     p.post_compile += ms_since(start);
   }
   return p;
