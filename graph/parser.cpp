@@ -42,14 +42,6 @@ std::string describe(const Token& t) {
   return "?";
 }
 
-// ASCII classes, inline: the <cctype> functions are calls through the C locale (the same answers
-// for ASCII, and no byte >= 0x80 is a letter there either), and the lexer asks per character.
-constexpr bool is_digit(char c) { return static_cast<unsigned char>(c - '0') < 10; }
-constexpr bool is_alpha(char c) { return static_cast<unsigned char>((c | 0x20) - 'a') < 26; }
-constexpr bool is_space(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r' || c == '\v' || c == '\f'; }
-constexpr bool is_ident_start(char c) { return is_alpha(c) || c == '_'; }
-constexpr bool is_ident_char(char c) { return is_alpha(c) || is_digit(c) || c == '_' || c == '.'; }
-
 class Lexer {
  public:
   explicit Lexer(std::string_view text) : text_(text) {}

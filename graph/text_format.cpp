@@ -1,15 +1,14 @@
 #include <aotpipe/graph/text_format.h>
 
 #include <array>
-#include <cctype>
 #include <utility>
 
 namespace aotpipe {
 
 bool is_plain_word(std::string_view text) {
-  if (text.empty() || !(std::isalpha(static_cast<unsigned char>(text[0])) || text[0] == '_')) return false;
+  if (text.empty() || !is_ident_start(text[0]) || text == "inf" || text == "nan") return false;
   for (char c : text)
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.')) return false;
+    if (!is_ident_char(c)) return false;
   return true;
 }
 

@@ -9,7 +9,16 @@
 
 namespace aotpipe {
 
-// Words printed without quotes: [A-Za-z_][A-Za-z0-9_.]*
+// The lexer's character classes, ASCII only and inline (the lexer asks per character; the
+// <cctype> functions are calls through the C locale, with the same answers for ASCII).
+constexpr bool is_digit(char c) { return static_cast<unsigned char>(c - '0') < 10; }
+constexpr bool is_alpha(char c) { return static_cast<unsigned char>((c | 0x20) - 'a') < 26; }
+constexpr bool is_space(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r' || c == '\v' || c == '\f'; }
+constexpr bool is_ident_start(char c) { return is_alpha(c) || c == '_'; }
+constexpr bool is_ident_char(char c) { return is_alpha(c) || is_digit(c) || c == '_' || c == '.'; }
+
+// Words printed without quotes: what the lexer reads back as that one identifier,
+// [A-Za-z_][A-Za-z0-9_.]*, except `inf` and `nan`, which it reads as numbers.
 bool is_plain_word(std::string_view text);
 
 std::string layout_torch_name(c10::Layout layout);

@@ -62,6 +62,22 @@ TEST(TextFormat, CanonicalFormIsThePrintOfTheRenamedGraph) {
   }
 }
 
+// Names and attribute values the lexer would read as numbers are quoted, so they read back.
+TEST(TextFormat, WordsTheLexerReadsAsNumbersAreQuoted) {
+  for (const std::string word : {"inf", "nan"}) {
+    Graph g(word);
+    Value* x = g.add_input("x", TensorMeta::contiguous({2}));
+    Node* node = g.add_call("aten::neg", {x}, {{"", TensorMeta::contiguous({2})}});
+    node->attrs()["phase"] = word;
+    g.set_outputs({node->output()});
+    const std::string text = print_graph(g);
+    const Graph back = parse_graph(text);
+    EXPECT_EQ(back.name(), word) << text;
+    EXPECT_EQ(back.nodes().front()->attrs().at("phase"), word) << text;
+    EXPECT_EQ(print_graph(back), text);
+  }
+}
+
 // peek_graph_name reads the declared name from a prefix of the text, as the parser would.
 TEST(TextFormat, PeekGraphNameReadsTheDeclaredNameFromAPrefix) {
   for (const std::string name : {"mlp", "ns::block.v2", "with space", "quote\" and \\ slash", "tab\there"}) {
