@@ -35,6 +35,9 @@ endif()
 set(AOTPIPE_TORCH_CUDA {with_cuda})
 find_package(AotpipeTorch REQUIRED)
 target_link_libraries(aotpipe::graph INTERFACE aotpipe::torch)
+if(TARGET aotpipe::cuda AND TARGET aotpipe::torch_cuda)
+  target_link_libraries(aotpipe::cuda INTERFACE aotpipe::torch_cuda)
+endif()
 """
 
 
@@ -200,3 +203,6 @@ class AotpipeConan(ConanFile):
                   ["fmt::fmt", "nlohmann_json::nlohmann_json", "xxhash::xxhash"] + (["hiredis::hiredis"] if redis else []),
                   ["fmt"] + (["hiredis"] if redis else []))
         component("export", ["runtime", "graph"], ["fmt::fmt", "nlohmann_json::nlohmann_json"], ["fmt"])
+        if self.options.with_cuda:
+            # The CUDA-graph backend (+ libtorch_cuda and the CUDA runtime headers, from the build module).
+            component("cuda", ["stages", "graph"], ["fmt::fmt"], ["fmt"])

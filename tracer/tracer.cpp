@@ -4,6 +4,7 @@
 #include <aotpipe/tracer/internal/fake_device_guard.h>
 #include <aotpipe/tracer/internal/meta_kernels.h>
 #include <aotpipe/tracer/internal/trace_backward.h>
+#include <aotpipe/graph/op_properties.h>
 #include <aotpipe/graph/passes.h>
 #include <aotpipe/tracer/tracer.h>
 
@@ -179,29 +180,6 @@ bool is_device_type(const c10::Argument& arg) {
   return type->kind() == c10::TypeKind::DeviceObjType;
 }
 
-// Ops whose output value or shape depends on data: refused in fake mode (Python raises
-// DataDependentOutputException / DynamicOutputShapeException for these).
-bool is_data_dependent(std::string_view name) {
-  static const std::unordered_set<std::string_view> ops = {"aten::_local_scalar_dense",
-                                                           "aten::item",
-                                                           "aten::nonzero",
-                                                           "aten::nonzero_numpy",
-                                                           "aten::argwhere",
-                                                           "aten::masked_select",
-                                                           "aten::unique_consecutive",
-                                                           "aten::_unique",
-                                                           "aten::_unique2",
-                                                           "aten::unique_dim",
-                                                           "aten::unique_dim_consecutive",
-                                                           "aten::equal",
-                                                           "aten::is_nonzero",
-                                                           "aten::allclose",
-                                                           "aten::bincount",
-                                                           "aten::histc",
-                                                           "aten::_ragged_idx"};
-  return ops.count(name) > 0;
-}
-
 // What the fallback asks the dispatcher about an op, answered once per op and thread: these
 // lookups (a hashed name, tags, kernel tables) would otherwise cost every traced call.
 struct OpTraits {
@@ -220,8 +198,7 @@ const OpTraits& traits_of(const c10::OperatorHandle& op) {
   auto it = cache.find(key);
   if (it != cache.end()) return it->second;
   OpTraits t;
-  t.data_dependent = is_data_dependent(op.operator_name().name) || op.hasTag(at::Tag::data_dependent_output) ||
-                     op.hasTag(at::Tag::dynamic_output_shape);
+  t.data_dependent = has_data_dependent_output(op);
   t.composite_implicit = op.hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd);
   t.meta = op.hasKernelForDispatchKey(c10::DispatchKey::Meta);
   t.composite_explicit = op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) ||

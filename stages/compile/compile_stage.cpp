@@ -1,4 +1,5 @@
 #include <aotpipe/pipeline/when_all.h>
+#include <aotpipe/stages/compile/backend_notes.h>
 #include <aotpipe/stages/compile/backends.h>
 #include <aotpipe/stages/compile/compile_stage.h>
 #include <aotpipe/stages/partition/min_cut_partition.h>
@@ -33,22 +34,37 @@ Task<void> PartitionStage::run(CompileState& state, const JobEnv&) const {
 }
 
 namespace {
-Task<CompiledGraph> compile_on_pool(Scheduler& scheduler, const Compiler& compiler, const Graph& graph) {
+struct NotedGraph {
+  CompiledGraph graph;
+  std::vector<std::string> notes;
+};
+
+NotedGraph compile_noted(const Compiler& compiler, const Graph& graph) {
+  BackendNoteCollector notes;
+  CompiledGraph compiled = compiler(graph, input_metas(graph));
+  return {std::move(compiled), notes.take()};
+}
+
+Task<NotedGraph> compile_on_pool(Scheduler& scheduler, const Compiler& compiler, const Graph& graph) {
   co_await scheduler.schedule();
-  co_return compiler(graph, input_metas(graph));
+  co_return compile_noted(compiler, graph);
 }
 }  // namespace
 
 Task<CompiledGraphs> compile_graphs(const TracedProgram& program, const PartitionResult* partition,
                                     const AotConfig& config, Scheduler& scheduler) {
   const AotConfig resolved = resolve_defaults(config);
-  if (program.inference_graph)
-    co_return CompiledGraphs{
-        resolved.inference_compiler(*program.inference_graph, input_metas(*program.inference_graph)), {}};
+  if (program.inference_graph) {
+    NotedGraph inference = compile_noted(resolved.inference_compiler, *program.inference_graph);
+    co_return CompiledGraphs{std::move(inference.graph), {}, std::move(inference.notes)};
+  }
   if (!partition) throw std::logic_error("aotpipe compile: no partitioned graphs (run the partition stage first)");
   auto [forward, backward] = co_await when_all(compile_on_pool(scheduler, resolved.fw_compiler, partition->forward),
                                                compile_on_pool(scheduler, resolved.bw_compiler, partition->backward));
-  co_return CompiledGraphs{std::move(forward), std::move(backward)};
+  std::vector<std::string> notes = std::move(forward.notes);
+  notes.insert(notes.end(), std::make_move_iterator(backward.notes.begin()),
+               std::make_move_iterator(backward.notes.end()));
+  co_return CompiledGraphs{std::move(forward.graph), std::move(backward.graph), std::move(notes)};
 }
 
 Task<void> CompileGraphsStage::run(CompileState& state, const JobEnv& env) const {

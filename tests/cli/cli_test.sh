@@ -211,7 +211,14 @@ case $mode in
     check "the error names the stage and lists the known ones" \
       bash -c "grep -q frobnicate '$tmp/err' && grep -q synthetic_base '$tmp/err'"
     run compile "$src/examples/mlp_layer.aotg" --partitioner fastest
-    check "an unknown partitioner is refused" test "$(rc)" -ne 0
+    check "an unknown partitioner is a usage error (exit 2)" test "$(rc)" -eq 2
+    run compile "$src/examples/mlp_layer.aotg" --backend cuda_graphs --check --no-svg
+    check "--backend cuda_graphs on CPU inputs compiles and matches eager" test "$(rc)" -eq 0
+    check "the backend says why each graph runs in the interpreter" \
+      bash -c "grep -qF \"mlp_layer: cuda_graphs: graph 'forward' runs in the interpreter: input 0 (%primals_1) is on cpu\" '$tmp/out' && grep -qF \"graph 'backward' runs in the interpreter\" '$tmp/out'"
+    run compile "$src/examples/mlp_layer.aotg" --backend tensorrt
+    check "an unknown backend is a usage error naming the known ones" \
+      bash -c "test $(rc) -eq 2 && grep -q tensorrt '$tmp/err' && grep -q cuda_graphs '$tmp/err'"
     ;;
   shards)
     # A batch in 3 shards (as 3 tasks of a job array would run it), merged by gather.

@@ -2,6 +2,9 @@
 // partitioners: outputs, output aliasing, requires_grad/is_leaf, inputs after the call (mutations,
 // BatchNorm running statistics) and gradients (tests/runtime/eager_check.h).
 #include <aotpipe/runtime/aot_function.h>
+#ifdef AOTPIPE_TEST_HAVE_CUDA_GRAPHS
+#include <aotpipe/cuda/cuda_graphs.h>
+#endif
 #include <aotpipe/stages/partition/default_partition.h>
 #include <aotpipe/stages/partition/min_cut_partition.h>
 
@@ -17,8 +20,10 @@
 
 #include <cstdlib>
 #include <functional>
+#include <cstdio>
 #include <map>
 #include <optional>
+#include <string_view>
 
 namespace aotpipe::testing {
 namespace {
@@ -117,8 +122,41 @@ std::function<TensorList()> on_test_device(std::function<TensorList()> make_inpu
 enum class Partition { kDefault, kMinCut };
 void PrintTo(Partition p, std::ostream* os) { *os << (p == Partition::kMinCut ? "min_cut" : "default"); }
 
+// AOTPIPE_TEST_BACKEND=cuda_graphs compiles every case with the CUDA-graph backend (with
+// AOTPIPE_TEST_DEVICE=cuda:0, on the GPU machine); cuda_graphs_copy_all also copies parameters
+// in at every call instead of reading them in place, so that later calls replay too (each call
+// of a case makes new input tensors).
+Compiler test_backend() {
+  const char* backend = std::getenv("AOTPIPE_TEST_BACKEND");
+  if (!backend || std::string_view(backend) == "interpreter") return {};
+#ifdef AOTPIPE_TEST_HAVE_CUDA_GRAPHS
+  if (std::string_view(backend) == "cuda_graphs") return backends::cuda_graphs();
+  if (std::string_view(backend) == "cuda_graphs_copy_all")
+    return backends::cuda_graphs({.outputs = CudaGraphOptions::Outputs::fresh, .static_parameters = false});
+#endif
+  throw std::invalid_argument(std::string("AOTPIPE_TEST_BACKEND=") + backend +
+                              ": not a backend this test was built with");
+}
+
+#ifdef AOTPIPE_TEST_HAVE_CUDA_GRAPHS
+// Prints how a cuda_graphs run went, for the log: graphs captured, calls replayed, calls the
+// interpreter served (refused captures, parameters at a new address).
+class CudaGraphCountsReport : public ::testing::Environment {
+  void TearDown() override {
+    if (!std::getenv("AOTPIPE_TEST_BACKEND")) return;
+    const CudaGraphCounters c = cuda_graph_counters();
+    std::printf("cuda_graphs: %llu graphs captured, %llu calls replayed, %llu calls in the interpreter\n",
+                static_cast<unsigned long long>(c.captures), static_cast<unsigned long long>(c.replays),
+                static_cast<unsigned long long>(c.fallback_calls));
+  }
+};
+[[maybe_unused]] ::testing::Environment* const cuda_graph_counts_report =
+    ::testing::AddGlobalTestEnvironment(new CudaGraphCountsReport);
+#endif
+
 AotConfig config_for(Partition p, bool keep_input_mutations = false) {
   AotConfig config;
+  config.fw_compiler = test_backend();
   config.partition_fn =
       p == Partition::kMinCut ? partitioners::min_cut_rematerialization_partition() : partitioners::default_partition();
   config.keep_inference_input_mutations = keep_input_mutations;

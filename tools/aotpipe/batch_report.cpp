@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <utility>
 
 namespace aotpipe::cli {
 
@@ -60,6 +61,18 @@ void print_cpu_fallbacks(const std::vector<GraphRow>& rows) {
     fmt::print("    {:<48} {:>10} in {}\n", op, count(calls, "call"), count(graphs_per_op[op], "graph"));
 }
 
+// What the backend compilers said about the graphs (a graph not captured into a CUDA graph, and
+// why); nothing when they said nothing.
+void print_backend_notes(const std::vector<GraphRow>& rows) {
+  bool header = false;
+  for (const GraphRow& r : rows) {
+    for (const std::string& note : r.backend_notes) {
+      if (!std::exchange(header, true)) fmt::print("  backend notes:\n");
+      fmt::print("    {}: {}\n", r.name, note);
+    }
+  }
+}
+
 // How many graphs the compile cache served.
 void print_cache_outcomes(const std::vector<GraphRow>& rows) {
   std::map<std::string, std::size_t> counts;
@@ -93,6 +106,7 @@ void print_summary(const std::vector<GraphRow>& rows, double wall_seconds, const
   fmt::print("  ({})\n", workers);
   print_cache_outcomes(rows);
   print_cpu_fallbacks(rows);
+  print_backend_notes(rows);
   if (!failed) return;
   fmt::print("\nFailures\n");
   for (const GraphRow& r : rows) {
@@ -120,11 +134,17 @@ std::optional<PartitionNumbers> partition_numbers_from_json(const nlohmann::json
 }  // namespace
 
 nlohmann::json to_json(const GraphRow& row) {
-  nlohmann::json j = {{"file", row.file},         {"name", row.name},
-                      {"stage_ms", row.stage_ms}, {"cpu_fallbacks", row.cpu_fallbacks},
-                      {"total_ms", row.total_ms}, {"failed_stage", row.failed_stage},
-                      {"message", row.message},   {"origin", row.origin},
-                      {"cache", row.cache},       {"summary", nullptr}};
+  nlohmann::json j = {{"file", row.file},
+                      {"name", row.name},
+                      {"stage_ms", row.stage_ms},
+                      {"cpu_fallbacks", row.cpu_fallbacks},
+                      {"backend_notes", row.backend_notes},
+                      {"total_ms", row.total_ms},
+                      {"failed_stage", row.failed_stage},
+                      {"message", row.message},
+                      {"origin", row.origin},
+                      {"cache", row.cache},
+                      {"summary", nullptr}};
   if (row.summary) {
     const GraphSummary& s = *row.summary;
     j["summary"] = {{"training", s.training},
@@ -143,6 +163,7 @@ GraphRow graph_row_from_json(const nlohmann::json& j) {
   row.name = j.at("name").get<std::string>();
   row.stage_ms = j.at("stage_ms").get<std::map<std::string, double>>();
   row.cpu_fallbacks = j.at("cpu_fallbacks").get<CpuFallbackCounts>();
+  row.backend_notes = j.value("backend_notes", std::vector<std::string>{});
   row.total_ms = j.at("total_ms").get<double>();
   row.failed_stage = j.at("failed_stage").get<std::string>();
   row.message = j.at("message").get<std::string>();

@@ -22,6 +22,7 @@ struct GraphRow {
   std::optional<GraphSummary> summary;
   std::map<std::string, double> stage_ms;  // top-level stages
   CpuFallbackCounts cpu_fallbacks;         // ops its fake traces ran on the CPU kernel
+  std::vector<std::string> backend_notes;  // what the backend compilers said (CompiledGraphs::notes)
   double total_ms = 0;
   std::string failed_stage;  // empty: ok
   std::string message;
@@ -34,7 +35,7 @@ struct GraphRow {
 // calls, saved bytes under both partitioners, ok or FAILED <stage>.
 void print_table(const std::vector<GraphRow>& rows, const std::vector<std::string>& stages);
 // Graphs, ok, failed, wall time, graphs/s and saved bytes; `workers` says who compiled them
-// ("2 worker threads"); the CPU fallbacks; then every failure in full.
+// ("2 worker threads"); the CPU fallbacks; the backends' notes; then every failure in full.
 void print_summary(const std::vector<GraphRow>& rows, double wall_seconds, const std::string& workers);
 
 nlohmann::json to_json(const GraphRow& row);

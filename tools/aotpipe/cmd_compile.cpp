@@ -66,6 +66,7 @@ struct CompileOptions {
   std::size_t jobs = 0;  // 0: the machine's cores
   std::string pipeline = default_compile_pipeline_text();
   std::string partitioner = "min_cut";
+  std::string backend = "interpreter";
   std::string out_dir;
   std::string trace_file;
   bool check = false;
@@ -140,6 +141,7 @@ void fill_row(const BatchContext& ctx, const PreparedGraph& prepared, CompileRes
   try {
     const CompileState& state = *result.output->state;
     row.cpu_fallbacks = state.cpu_fallbacks;
+    row.backend_notes = state.compiled.notes;
     row.summary = summarize(state, ctx.partitioner);
     if (!options.out_dir.empty())
       write_graph_outputs(state, *row.summary, std::filesystem::path(options.out_dir) / row.name, !options.no_svg);
@@ -247,8 +249,12 @@ int run_compile(const CompileOptions& options) {
     mpi = std::make_unique<MpiSession>();
   }
   const bool reporter = !mpi || mpi->rank() == 0;  // prints the progress and the report
-  JobSettings settings{options.device, options.seed, options.no_cpu_fallback, partitioner_named(options.partitioner),
-                       options.no_cache ? nullptr : open_compile_cache(options.cache_dir, options.remote_cache)};
+  JobSettings settings{options.device,
+                       options.seed,
+                       options.no_cpu_fallback,
+                       partitioner_named(options.partitioner),
+                       options.no_cache ? nullptr : open_compile_cache(options.cache_dir, options.remote_cache),
+                       backend_named(options.backend)};
   // A bad pipeline text is a usage error, reported before any work (exit 2 from main).
   const Pipeline<CompileState> pipeline = compile_stage_registry().parse(options.pipeline, "aot");
   std::vector<std::string> stage_columns;  // the top-level stages, in pipeline order
@@ -426,6 +432,11 @@ Command add_compile_command(CLI::App& parent) {
       "Print the compile stages (the names --pipeline takes) and exit");
   app->add_option("--partitioner", options->partitioner, "Partitioner of the joint graph")
       ->check(CLI::IsMember({"min_cut", "default"}))
+      ->capture_default_str();
+  app->add_option("--backend", options->backend,
+                  "Backend compiler of the forward, backward and inference graphs: interpreter, or cuda_graphs "
+                  "(captured into CUDA graphs at their first call, docs/cuda-graphs.md; what --check runs)")
+      ->check(CLI::IsMember(backend_names()))
       ->capture_default_str();
   app->add_option("--out", options->out_dir,
                   "Write, per graph, DIR/<graph>/: forward.aotg, backward.aotg (or inference.aotg), joint.aotg, "

@@ -6,11 +6,35 @@
 #include <aotpipe/graph/device_retarget.h>
 #include <aotpipe/runtime/graph_function.h>
 
+#ifdef AOTPIPE_HAVE_CUDA_GRAPHS
+#include <aotpipe/cuda/cuda_graphs.h>
+#endif
+
 #include <ATen/CPUGeneratorImpl.h>
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 namespace aotpipe::cli {
+
+std::vector<std::string> backend_names() {
+#ifdef AOTPIPE_HAVE_CUDA_GRAPHS
+  return {"interpreter", "cuda_graphs"};
+#else
+  return {"interpreter"};
+#endif
+}
+
+Compiler backend_named(const std::string& name) {
+  if (name == "interpreter") return {};
+#ifdef AOTPIPE_HAVE_CUDA_GRAPHS
+  if (name == "cuda_graphs") return backends::cuda_graphs();
+#endif
+  throw CLI::ValidationError("--backend", "'" + name + "' is not a backend of this build (it has: " +
+                                              fmt::format("{}", fmt::join(backend_names(), ", ")) + ")");
+}
+
 namespace {
 
 CompileJob make_job(std::string name, Function fn, TensorList example_args, const JobSettings& settings,
@@ -19,6 +43,7 @@ CompileJob make_job(std::string name, Function fn, TensorList example_args, cons
   job.config.partition_fn = settings.partitioner;
   job.config.allow_cpu_fallback = !settings.no_cpu_fallback;
   job.config.cache = settings.cache;
+  job.config.fw_compiler = settings.backend;
   return job;
 }
 

@@ -21,7 +21,13 @@ struct JobSettings {
   bool no_cpu_fallback = false;
   Partitioner partitioner;
   std::shared_ptr<CompileCache> cache;  // null: no cache
+  Compiler backend;                     // empty: the interpreter
 };
+
+// The backends `--backend` names: "interpreter", and "cuda_graphs" where the build has the
+// CUDA-graph backend (aotpipe::cuda). Throws CLI::ValidationError naming --backend otherwise.
+std::vector<std::string> backend_names();
+Compiler backend_named(const std::string& name);
 
 // The CLI's compile cache in `directory` (empty: CompileCache::default_directory()), its warnings
 // logged; `remote_url` (redis://HOST:PORT), when given, adds the Redis level. Throws

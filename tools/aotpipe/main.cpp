@@ -30,7 +30,13 @@ int main(int argc, char** argv) {
       aotpipe::cli::add_cache_command(app),
   };
 
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help and --version exit 0; every usage error exits 2, as the commands' own usage errors do.
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
+  }
 
   // Diagnostics go to stderr; reports (what a command prints as its result) to stdout.
   auto logger = spdlog::stderr_color_mt("aotpipe");

@@ -1,0 +1,386 @@
+#include <aotpipe/cuda/internal/graph_runner.h>
+
+#include <ATen/ATen.h>
+#include <ATen/MemoryOverlap.h>
+#include <ATen/cuda/CUDAEvent.h>
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/core/GradMode.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <c10/util/Exception.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <stdexcept>
+
+namespace aotpipe {
+
+namespace {
+std::atomic<std::uint64_t> capture_count{0};
+std::atomic<std::uint64_t> replay_count{0};
+std::atomic<std::uint64_t> fallback_count{0};
+}  // namespace
+
+CudaGraphCounters cuda_graph_counters() { return {capture_count.load(), replay_count.load(), fallback_count.load()}; }
+
+namespace cuda_detail {
+
+namespace {
+
+// One capture at a time in the process: two captures on one side stream (the pool hands the
+// same streams out again) would corrupt each other, and captures are rare.
+std::mutex capture_mutex;
+
+struct CaptureRefused : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// A tensor over `storage` with `like`'s dtype, sizes and strides, starting `offset_bytes` in.
+at::Tensor view_of_storage(const c10::Storage& storage, int64_t offset_bytes, const at::Tensor& like) {
+  at::Tensor view = at::detail::make_tensor<c10::TensorImpl>(c10::Storage(storage), like.key_set(), like.dtype());
+  view.unsafeGetTensorImpl()->set_sizes_and_strides(like.sizes(), like.strides(),
+                                                    offset_bytes / static_cast<int64_t>(like.element_size()));
+  return view;
+}
+
+int64_t start_byte(const at::Tensor& t) { return t.storage_offset() * static_cast<int64_t>(t.element_size()); }
+
+// One past the last byte `t` reads (t has elements).
+int64_t end_byte(const at::Tensor& t) {
+  int64_t last = t.storage_offset();
+  for (int64_t d = 0; d < t.dim(); ++d) last += (t.size(d) - 1) * t.stride(d);
+  return (last + 1) * static_cast<int64_t>(t.element_size());
+}
+
+bool same_layout(const at::Tensor& a, const at::Tensor& b) {
+  return a.scalar_type() == b.scalar_type() && a.device() == b.device() && a.sizes() == b.sizes() &&
+         a.strides() == b.strides();
+}
+
+// Ends a capture the interpreter left midway (an op threw), and frees what it allocated.
+void abandon_capture(const c10::cuda::CUDAStream& stream, c10::DeviceIndex device, at::cuda::MempoolId_t pool) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream.stream(), &status) == cudaSuccess && status != cudaStreamCaptureStatusNone) {
+    cudaGraph_t partial = nullptr;
+    (void)cudaStreamEndCapture(stream.stream(), &partial);
+    if (partial) (void)cudaGraphDestroy(partial);
+  }
+  (void)cudaGetLastError();
+  c10::cuda::CUDACachingAllocator::endAllocateToPool(device, pool);
+  c10::cuda::CUDACachingAllocator::releasePool(device, pool);
+}
+
+}  // namespace
+
+// The captured graph and its static memory: the inputs it reads, the outputs it writes, and how
+// each call's arguments go in and results come out.
+class CapturedGraph {
+ public:
+  enum class InputKind : std::uint8_t { undefined, in_place, copied, cpu_scalar };
+  struct Input {
+    InputKind kind;
+    at::Tensor tensor;  // in_place: the caller's tensor, held (its address is in the graph); else the static buffer
+  };
+  enum class OutputKind : std::uint8_t { undefined, empty, alias_of_in_place_input, alias_of_copied_input, pooled };
+  struct Output {
+    OutputKind kind;
+    at::Tensor captured;       // the static output: dtype, sizes, strides to hand out
+    std::size_t index = 0;     // alias_of_copied_input: the input; pooled: the group
+    int64_t offset_bytes = 0;  // from the input's first byte, or from the group's first byte
+  };
+  // Outputs sharing one static storage are copied out as one byte range, so their aliasing holds.
+  struct Group {
+    at::Tensor bytes;          // the range, as a uint8 view of the static storage
+    std::size_t uses_at_rest;  // the storage's use count when no handed-out output is alive
+  };
+
+  static std::unique_ptr<CapturedGraph> capture(const Interpreter& interpreter, const TensorList& args,
+                                                const CudaGraphOptions& options);
+
+  ~CapturedGraph() {
+    // A replay may still be running on some stream: its memory goes back to the allocator here.
+    done_.synchronize();
+  }
+
+  std::optional<std::string> mismatch(const TensorList& args) const;
+  bool outputs_alive() const;
+  TensorList replay(const TensorList& args, CudaGraphOptions::Outputs mode);
+
+ private:
+  CapturedGraph() = default;
+  void copy_in(const TensorList& args);
+  void plan_outputs(TensorList static_outputs);
+  TensorList hand_out(const TensorList& args, CudaGraphOptions::Outputs mode) const;
+
+  c10::Device device_{c10::kCUDA, 0};
+  std::vector<Input> inputs_;
+  std::vector<std::size_t> copied_;       // the copied inputs' indices
+  std::vector<at::Tensor> copy_targets_;  // their static buffers, in that order
+  std::vector<Output> outputs_;
+  std::vector<Group> groups_;
+  std::unique_ptr<at::cuda::CUDAGraph> graph_;
+  at::cuda::CUDAEvent done_;  // recorded after each replay's last copy out
+};
+
+std::unique_ptr<CapturedGraph> CapturedGraph::capture(const Interpreter& interpreter, const TensorList& args,
+                                                      const CudaGraphOptions& options) {
+  std::unique_ptr<CapturedGraph> self(new CapturedGraph());
+  std::optional<c10::Device> device;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const at::Tensor& a = args[i];
+    if (!a.defined() || (a.is_cpu() && a.dim() == 0)) continue;
+    if (!a.is_cuda())
+      throw CaptureRefused(
+          fmt::format("input {} is on {}; a CUDA graph reads device memory only", i, a.device().str()));
+    if (device && *device != a.device())
+      throw CaptureRefused(
+          fmt::format("inputs on {} and {}; a CUDA graph runs on one device", device->str(), a.device().str()));
+    device = a.device();
+  }
+  self->device_ = device ? *device : c10::Device(c10::kCUDA, c10::cuda::current_device());
+  const c10::cuda::CUDAGuard on_device(self->device_);
+
+  TensorList static_args;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const at::Tensor& a = args[i];
+    Input input{InputKind::undefined, {}};
+    if (!a.defined()) {
+    } else if (a.is_cpu()) {
+      input = {InputKind::cpu_scalar, at::empty(std::vector<int64_t>{}, a.options().device(self->device_))};
+    } else if ((options.static_parameters && a.requires_grad() && a.is_leaf()) ||
+               at::has_internal_overlap(a) == at::MemOverlap::Yes) {  // an expanded tensor cannot be copied into
+      input = {InputKind::in_place, a};
+    } else {
+      input = {InputKind::copied, at::empty_strided(a.sizes(), a.strides(), a.options())};
+      self->copied_.push_back(i);
+      self->copy_targets_.push_back(input.tensor);
+    }
+    static_args.push_back(input.tensor);
+    self->inputs_.push_back(std::move(input));
+  }
+
+  const std::lock_guard<std::mutex> one_capture(capture_mutex);
+  const c10::cuda::CUDAStream caller = c10::cuda::getCurrentCUDAStream(self->device_.index());
+  const c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool(false, self->device_.index());
+  at::cuda::CUDAEvent caller_ready;
+  caller_ready.record(caller);
+  caller_ready.block(side);
+  TensorList static_outputs;
+  {
+    const c10::cuda::CUDAStreamGuard on_side(side);
+    const at::NoGradGuard values_only;
+    self->copy_in(args);
+    // Warm-up: lazy initialisation (cuBLAS handles and workspaces, cuDNN plans) happens outside
+    // the capture, on the stream the capture uses.
+    (void)interpreter.run(static_args);
+    self->graph_ = std::make_unique<at::cuda::CUDAGraph>();
+    const at::cuda::MempoolId_t pool = at::cuda::graph_pool_handle();
+    // Thread-local mode: other threads' CUDA calls (allocations, syncs) do not break this capture.
+    self->graph_->capture_begin(pool, cudaStreamCaptureModeThreadLocal);
+    try {
+      static_outputs = interpreter.run(static_args);
+    } catch (const std::exception& e) {
+      abandon_capture(side, self->device_.index(), pool);
+      self->graph_.reset();
+      throw CaptureRefused(fmt::format("its capture failed: {}", e.what()));
+    }
+    try {
+      self->graph_->capture_end();
+    } catch (const std::exception& e) { throw CaptureRefused(fmt::format("its capture failed: {}", e.what())); }
+  }
+  at::cuda::CUDAEvent captured;
+  captured.record(side);
+  captured.block(caller);
+  self->plan_outputs(std::move(static_outputs));
+  return self;
+}
+
+void CapturedGraph::plan_outputs(TensorList static_outputs) {
+  std::map<const c10::StorageImpl*, std::size_t> group_of;
+  std::vector<std::pair<int64_t, int64_t>> ranges;  // per group: [first byte, end byte)
+  std::vector<c10::Storage> storages;
+  for (std::size_t k = 0; k < static_outputs.size(); ++k) {
+    at::Tensor& o = static_outputs[k];
+    Output out{OutputKind::undefined, o};
+    if (!o.defined()) {
+    } else if (o.numel() == 0) {
+      out.kind = OutputKind::empty;
+    } else {
+      const c10::StorageImpl* storage = o.storage().unsafeGetStorageImpl();
+      auto input = std::find_if(inputs_.begin(), inputs_.end(), [&](const Input& in) {
+        return in.tensor.defined() && in.tensor.storage().unsafeGetStorageImpl() == storage;
+      });
+      if (input != inputs_.end() && input->kind == InputKind::cpu_scalar)
+        throw CaptureRefused(fmt::format("output {} aliases a 0-dim CPU input", k));
+      if (input != inputs_.end() && input->kind == InputKind::in_place) {
+        out.kind = OutputKind::alias_of_in_place_input;
+      } else if (input != inputs_.end()) {
+        out.kind = OutputKind::alias_of_copied_input;
+        out.index = static_cast<std::size_t>(input - inputs_.begin());
+        out.offset_bytes = start_byte(o) - start_byte(input->tensor);
+      } else {
+        auto [it, added] = group_of.emplace(storage, ranges.size());
+        if (added) {
+          ranges.emplace_back(start_byte(o), end_byte(o));
+          storages.push_back(o.storage());
+        }
+        auto& [first, end] = ranges[it->second];
+        first = std::min(first, start_byte(o));
+        end = std::max(end, end_byte(o));
+        out.kind = OutputKind::pooled;
+        out.index = it->second;
+      }
+    }
+    outputs_.push_back(std::move(out));
+  }
+  for (std::size_t g = 0; g < ranges.size(); ++g) {
+    const int64_t first = ranges[g].first / 16 * 16;  // a copy keeps each output's alignment mod 16
+    const int64_t size = ranges[g].second - first;
+    groups_.push_back(
+        {at::empty({0}, at::TensorOptions().dtype(at::kByte).device(device_)).set_(storages[g], first, {size}, {1}),
+         0});
+    ranges[g].first = first;
+  }
+  for (Output& out : outputs_)
+    if (out.kind == OutputKind::pooled) out.offset_bytes = start_byte(out.captured) - ranges[out.index].first;
+  for (Group& group : groups_) group.uses_at_rest = group.bytes.storage().use_count();
+}
+
+std::optional<std::string> CapturedGraph::mismatch(const TensorList& args) const {
+  if (args.size() != inputs_.size())
+    return fmt::format("it was captured with {} inputs and is called with {}", inputs_.size(), args.size());
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const at::Tensor& a = args[i];
+    const Input& in = inputs_[i];
+    if (in.kind == InputKind::undefined) {
+      if (a.defined()) return fmt::format("input {} was undefined when captured and is a tensor now", i);
+      continue;
+    }
+    if (!a.defined()) return fmt::format("input {} is undefined and was a tensor when captured", i);
+    switch (in.kind) {
+      case InputKind::in_place:
+        if (a.data_ptr() != in.tensor.data_ptr())
+          return fmt::format(
+              "input {} is read in place (a parameter: a leaf that requires grad) and its address changed since the "
+              "capture",
+              i);
+        if (!same_layout(a, in.tensor)) return fmt::format("input {} changed dtype, sizes or strides", i);
+        break;
+      case InputKind::copied:
+        if (!same_layout(a, in.tensor)) return fmt::format("input {} changed device, dtype, sizes or strides", i);
+        break;
+      case InputKind::cpu_scalar:
+        if (!a.is_cpu() || a.dim() != 0 || a.scalar_type() != in.tensor.scalar_type())
+          return fmt::format("input {} is no longer a 0-dim CPU {} tensor", i, c10::toString(in.tensor.scalar_type()));
+        break;
+      case InputKind::undefined: break;
+    }
+  }
+  return std::nullopt;
+}
+
+bool CapturedGraph::outputs_alive() const {
+  return std::any_of(groups_.begin(), groups_.end(),
+                     [](const Group& g) { return g.bytes.storage().use_count() > g.uses_at_rest; });
+}
+
+void CapturedGraph::copy_in(const TensorList& args) {
+  if (!copied_.empty()) {
+    std::vector<at::Tensor> sources;
+    sources.reserve(copied_.size());
+    for (std::size_t i : copied_) sources.push_back(args[i]);
+    at::_foreach_copy_(copy_targets_, sources);
+  }
+  for (std::size_t i = 0; i < inputs_.size(); ++i)
+    if (inputs_[i].kind == InputKind::cpu_scalar) inputs_[i].tensor.fill_(args[i].item());
+}
+
+TensorList CapturedGraph::hand_out(const TensorList& args, CudaGraphOptions::Outputs mode) const {
+  std::vector<at::Tensor> group_memory;
+  if (mode == CudaGraphOptions::Outputs::fresh && !groups_.empty()) {
+    std::vector<at::Tensor> sources;
+    for (const Group& g : groups_) {
+      group_memory.push_back(at::empty({g.bytes.numel()}, g.bytes.options()));
+      sources.push_back(g.bytes);
+    }
+    at::_foreach_copy_(group_memory, sources);
+  }
+  TensorList out;
+  out.reserve(outputs_.size());
+  for (const Output& o : outputs_) {
+    switch (o.kind) {
+      case OutputKind::undefined: out.emplace_back(); break;
+      case OutputKind::empty:
+        out.push_back(at::empty_strided(o.captured.sizes(), o.captured.strides(), o.captured.options()));
+        break;
+      case OutputKind::alias_of_in_place_input:
+        out.push_back(view_of_storage(o.captured.storage(), start_byte(o.captured), o.captured));
+        break;
+      case OutputKind::alias_of_copied_input:
+        out.push_back(view_of_storage(args[o.index].storage(), start_byte(args[o.index]) + o.offset_bytes, o.captured));
+        break;
+      case OutputKind::pooled:
+        if (mode == CudaGraphOptions::Outputs::fresh)
+          out.push_back(view_of_storage(group_memory[o.index].storage(), o.offset_bytes, o.captured));
+        else
+          out.push_back(view_of_storage(o.captured.storage(), start_byte(o.captured), o.captured));
+        break;
+    }
+  }
+  return out;
+}
+
+TensorList CapturedGraph::replay(const TensorList& args, CudaGraphOptions::Outputs mode) {
+  const c10::cuda::CUDAGuard on_device(device_);
+  const c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream(device_.index());
+  const at::NoGradGuard values_only;
+  done_.block(stream);  // the previous replay, on whatever stream, has copied its outputs out
+  copy_in(args);
+  graph_->replay();
+  TensorList out = hand_out(args, mode);
+  done_.record(stream);
+  return out;
+}
+
+GraphRunner::GraphRunner(std::shared_ptr<const Interpreter> interpreter, std::string name, CudaGraphOptions options)
+    : interpreter_(std::move(interpreter)), name_(std::move(name)), options_(options) {}
+
+GraphRunner::~GraphRunner() = default;
+
+void GraphRunner::warn_once(const std::string& reason) {
+  if (warned_.insert(reason).second)
+    TORCH_WARN("aotpipe cuda_graphs: graph '", name_, "' runs in the interpreter: ", reason);
+}
+
+TensorList GraphRunner::operator()(TensorList args) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (!captured_ && !capture_refused_) {
+    try {
+      captured_ = CapturedGraph::capture(*interpreter_, args, options_);
+      ++capture_count;
+    } catch (const CaptureRefused& e) { capture_refused_ = e.what(); }
+  }
+  std::optional<std::string> why = capture_refused_;
+  if (captured_) {
+    why = captured_->mismatch(args);
+    if (!why && options_.outputs == CudaGraphOptions::Outputs::static_alias && captured_->outputs_alive())
+      why =
+          "outputs of its previous replay are still alive (held by the caller, or saved for a pending backward) "
+          "and it hands out static outputs (Outputs::static_alias)";
+    if (!why) {
+      ++replay_count;
+      return captured_->replay(args, options_.outputs);
+    }
+  }
+  warn_once(*why);
+  lock.unlock();
+  ++fallback_count;
+  return interpreter_->run(std::move(args));
+}
+
+}  // namespace cuda_detail
+}  // namespace aotpipe
