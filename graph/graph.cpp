@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <ostream>
 #include <unordered_map>
 
@@ -340,12 +341,21 @@ Value* Graph::find_value(std::string_view name) const {
 }
 
 std::string Graph::fresh_name(std::string_view hint) {
-  std::string base(hint.empty() ? "v" : hint);
-  std::size_t& counter = name_counters_[base];
+  // Every recorded node asks for a name: one lookup of the hint and no formatting.
+  const std::string_view base = hint.empty() ? std::string_view("v") : hint;
+  auto counter = name_counters_.find(base);
+  if (counter == name_counters_.end()) counter = name_counters_.emplace(std::string(base), 0).first;
+  std::string candidate;
   for (;;) {
-    std::string candidate = counter == 0 ? base : fmt::format("{}_{}", base, counter);
-    ++counter;
-    if (!names_.count(candidate)) return candidate;
+    candidate.assign(base);
+    if (counter->second != 0) {
+      char digits[24];
+      const auto end = std::to_chars(digits, digits + sizeof digits, counter->second).ptr;
+      candidate.push_back('_');
+      candidate.append(digits, end);
+    }
+    ++counter->second;
+    if (!names_.contains(candidate)) return candidate;
   }
 }
 

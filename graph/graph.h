@@ -144,6 +144,11 @@ class Node {
   std::size_t num_outputs() const { return outputs_.size(); }
   // Values read by this node, in argument order, repeats kept.
   std::vector<Value*> inputs() const;
+  // Calls f(Value*) for each of inputs() without building the vector (passes walk every node).
+  template <class F>
+  void for_each_input(F&& f) const {
+    for (const Argument& arg : args_) arg.for_each_value(f);
+  }
 
   // Free-form annotations carried through copies and the text form (e.g. phase=backward).
   std::map<std::string, std::string>& attrs() { return attrs_; }

@@ -20,7 +20,7 @@ std::size_t eliminate_dead_code(Graph& graph) {
       dead.push_back(node);
       continue;
     }
-    for (Value* v : node->inputs()) live.insert(v);
+    node->for_each_input([&](Value* v) { live.insert(v); });
   }
   graph.erase_nodes(dead);
   return dead.size();
@@ -47,7 +47,7 @@ Graph extract_subgraph(const Graph& graph, std::span<Value* const> inputs, std::
           "extract_subgraph '{}': the outputs depend on %{}, an input of '{}' not among the subgraph's inputs",
           sub.name(), v->name(), graph.name()));
     if (!needed.insert(v->producer()).second) continue;
-    for (Value* used : v->producer()->inputs()) work.push_back(used);
+    v->producer()->for_each_input([&](Value* used) { work.push_back(used); });
   }
   for (const Node* node : graph.nodes()) {
     if (!needed.count(node)) continue;

@@ -818,7 +818,7 @@ struct Tracer {
   std::vector<at::Tensor> traced_inputs;                // what fn sees (functional wrappers when functionalizing)
   std::vector<at::Tensor> initial_inputs;               // the tracing tensors of the inputs, as created
   std::vector<const c10::StorageImpl*> input_storages;  // of traced_inputs, as created
-  std::unordered_map<const c10::StorageImpl*, at::Tensor> storages;     // example storage -> base
+  std::unordered_map<const c10::StorageImpl*, c10::Storage> storages;   // example storage -> the trace's copy
   std::unordered_map<const c10::TensorImpl*, std::size_t> seen_inputs;  // example -> first position
 
   explicit Tracer(TraceOptions options) : st(std::make_shared<TraceState>(std::move(options))) {
@@ -846,18 +846,26 @@ struct Tracer {
       traced_inputs.push_back(traced_inputs[seen->second]);
       return traced_inputs.back();
     }
-    at::Tensor inner;
-    const auto nbytes = static_cast<int64_t>(x.storage().nbytes());
     auto& base = storages[x.storage().unsafeGetStorageImpl()];
+    at::Tensor inner;
     if (st->fake()) {
-      if (!base.defined()) base = at::empty({nbytes}, at::TensorOptions().dtype(at::kByte).device(c10::kMeta));
-    } else if (!base.defined()) {
-      // A private copy: the trace must not modify the caller's tensors.
-      at::Tensor bytes = at::empty({0}, x.options().dtype(at::kByte)).set_(x.storage(), 0, {nbytes}, {1});
-      base = bytes.clone();
+      if (!base)
+        base = c10::Storage(c10::Storage::use_byte_size_t(), x.storage().nbytes(), c10::GetAllocator(c10::kMeta),
+                            /*resizable=*/true);
+      // What at::empty({0}, meta).set_(base, ...) builds, made directly: this runs for every
+      // input of every trace, and the two trips through the dispatcher were a fifth of the
+      // metadata trace of a small graph.
+      inner = at::detail::make_tensor<c10::TensorImpl>(c10::Storage(base), c10::DispatchKeySet(c10::DispatchKey::Meta),
+                                                       x.dtype());
+      inner.unsafeGetTensorImpl()->set_sizes_and_strides(x.sizes(), x.strides(), x.storage_offset());
+    } else {
+      if (!base) {
+        // A private copy: the trace must not modify the caller's tensors.
+        const auto nbytes = static_cast<int64_t>(x.storage().nbytes());
+        base = at::empty({0}, x.options().dtype(at::kByte)).set_(x.storage(), 0, {nbytes}, {1}).clone().storage();
+      }
+      inner = at::empty({0}, x.options().requires_grad(false)).set_(base, x.storage_offset(), x.sizes(), x.strides());
     }
-    inner = at::empty({0}, x.options().device(base.device()).requires_grad(false))
-                .set_(base.storage(), x.storage_offset(), x.sizes(), x.strides());
     at::Tensor w = wrap(inner, st, v, x.device());
     initial_inputs.push_back(w);
     if (st->options.functionalize) w = fimpl::to_functional_tensor(w);

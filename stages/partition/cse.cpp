@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <iterator>
 #include <sstream>
 #include <unordered_map>
 #include <unordered_set>
@@ -27,18 +28,18 @@ void append_constant(std::string& key, const c10::IValue& v) {
   } else if (v.isBool()) {
     key += v.toBool() ? "b1" : "b0";
   } else if (v.isInt()) {
-    key += fmt::format("i{}", v.toInt());
+    fmt::format_to(std::back_inserter(key), "i{}", v.toInt());
   } else if (v.isDouble()) {
-    key += fmt::format("d{:a}", v.toDouble());
+    fmt::format_to(std::back_inserter(key), "d{:a}", v.toDouble());
   } else if (v.isString()) {
-    key += fmt::format("s{}:{}", v.toStringRef().size(), v.toStringRef());
+    fmt::format_to(std::back_inserter(key), "s{}:{}", v.toStringRef().size(), v.toStringRef());
   } else if (v.isIntList()) {
     key += "I[";
-    for (int64_t x : v.toIntList()) key += fmt::format("{},", x);
+    for (int64_t x : v.toIntList()) fmt::format_to(std::back_inserter(key), "{},", x);
     key += "]";
   } else if (v.isDoubleList()) {
     key += "D[";
-    for (double x : v.toDoubleList()) key += fmt::format("{:a},", x);
+    for (double x : v.toDoubleList()) fmt::format_to(std::back_inserter(key), "{:a},", x);
     key += "]";
   } else if (v.isBoolList()) {
     key += "B[";
@@ -105,7 +106,7 @@ Graph eliminate_common_subexpressions(const Graph& graph, std::size_t* merged) {
       for (Value* v : n->outputs()) is_live = is_live || needed.count(v);
       if (!is_live) continue;
       live.insert(n);
-      for (Value* v : n->inputs()) needed.insert(v);
+      n->for_each_input([&](Value* v) { needed.insert(v); });
     }
   }
   auto storage = storage_classes(graph);
@@ -128,7 +129,8 @@ Graph eliminate_common_subexpressions(const Graph& graph, std::size_t* merged) {
     }
     std::vector<Argument> args = n->args();
     for (Argument& arg : args) arg.remap_values([&](Value* used) { return map.at(used); });
-    bool candidate = !n->has_side_effects() && !rand_ops().count(packet_name(*n)) && packet_name(*n) != "aten::empty";
+    const std::string packet = packet_name(*n);
+    bool candidate = !n->has_side_effects() && !rand_ops().count(packet) && packet != "aten::empty";
     for (Value* v : n->outputs()) candidate = candidate && !output_storages.count(storage.at(v));
     std::string key;
     if (candidate) {
@@ -136,16 +138,21 @@ Graph eliminate_common_subexpressions(const Graph& graph, std::size_t* merged) {
       for (const Argument& arg : args) {
         key += '|';
         if (arg.is_value()) {
-          key += fmt::format("v{}", static_cast<const void*>(arg.value()));
+          fmt::format_to(std::back_inserter(key), "v{}", static_cast<const void*>(arg.value()));
         } else if (arg.is_value_list()) {
           key += "L[";
-          for (Value* v : arg.value_list().values) key += v ? fmt::format("{},", static_cast<const void*>(v)) : "N,";
+          for (Value* v : arg.value_list().values) {
+            if (v)
+              fmt::format_to(std::back_inserter(key), "{},", static_cast<const void*>(v));
+            else
+              key += "N,";
+          }
           key += "]";
         } else {
           append_constant(key, arg.constant());
         }
       }
-      key += fmt::format("|n{}", n->num_outputs());
+      fmt::format_to(std::back_inserter(key), "|n{}", n->num_outputs());
       auto it = seen.find(key);
       if (it != seen.end()) {
         for (std::size_t i = 0; i < n->num_outputs(); ++i) map[n->output(i)] = it->second->output(i);

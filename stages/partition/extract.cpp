@@ -49,7 +49,7 @@ std::vector<const Node*> select_nodes(const Graph& graph, std::span<Value* const
     if (given.count(v)) continue;
     const Node* n = v->producer();
     if (!live.insert(n).second) continue;
-    for (Value* in : n->inputs()) work.push_back(in);
+    n->for_each_input([&](Value* in) { work.push_back(in); });
   }
   std::vector<const Node*> result;
   result.reserve(live.size());
@@ -87,8 +87,9 @@ std::vector<const Node*> autograd_engine_order(std::span<const Node* const> node
       roots.pop_back();
       if (placed.count(n) || !seen.insert(n).second) continue;
       pending.push_back(n);
-      for (Value* v : n->inputs())
+      n->for_each_input([&](Value* v) {
         if (!given.count(v)) roots.push_back(v->producer());
+      });
     }
     std::sort(pending.begin(), pending.end(),
               [&](const Node* a, const Node* b) { return position.at(a) < position.at(b); });
@@ -156,8 +157,7 @@ PartitionResult assemble_partition(const Graph& joint, const JointView& view, st
     std::vector<Value*> inputs = backward_inputs();
     std::vector<const Node*> nodes = select_nodes(joint, inputs, view.bwd_outputs, Subgraph::Backward);
     std::unordered_set<const Value*> read(view.bwd_outputs.begin(), view.bwd_outputs.end());
-    for (const Node* n : nodes)
-      for (Value* v : n->inputs()) read.insert(v);
+    for (const Node* n : nodes) n->for_each_input([&](Value* v) { read.insert(v); });
     std::erase_if(saved, [&](Value* v) { return !read.count(v); });
   }
 

@@ -9,6 +9,7 @@
 #include <boost/graph/edmonds_karp_max_flow.hpp>
 #include <boost/graph/push_relabel_max_flow.hpp>
 
+#include <iterator>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -82,7 +83,14 @@ MinCut minimum_cut(const FlowNetwork& network, MaxFlowAlgorithm algorithm) {
 
   BoostGraph g(n);
   // Add every edge and its reverse first; descriptors are read back afterwards because adding
-  // edges may move a vertex's out-edge storage.
+  // edges may move a vertex's out-edge storage. Each vertex's out-edge list is sized first, so
+  // that it is allocated once rather than grown edge by edge.
+  std::vector<std::size_t> degree(n, 0);
+  for (const auto& e : edges) {
+    ++degree[static_cast<std::size_t>(e.from)];
+    ++degree[static_cast<std::size_t>(e.to)];
+  }
+  for (std::size_t v = 0; v < n; ++v) g.out_edge_list(v).reserve(degree[v]);
   std::vector<std::size_t> out_count(n, 0);
   std::vector<std::pair<std::size_t, std::size_t>> slot(edges.size());  // (forward, reverse) out-edge positions
   for (std::size_t i = 0; i < edges.size(); ++i) {
@@ -92,18 +100,15 @@ MinCut minimum_cut(const FlowNetwork& network, MaxFlowAlgorithm algorithm) {
     boost::add_edge(v, u, g);
     slot[i].second = out_count[v]++;
   }
-  std::vector<std::vector<EdgeDesc>> out(n);
-  for (std::size_t v = 0; v < n; ++v) {
-    out[v].reserve(out_count[v]);
-    for (auto [it, end] = boost::out_edges(v, g); it != end; ++it) out[v].push_back(*it);
-  }
+  // The k-th out-edge of v (out-edge iterators of a vecS list are random access).
+  auto out_edge = [&g](std::size_t v, std::size_t k) { return *std::next(boost::out_edges(v, g).first, k); };
   auto capacity = boost::get(boost::edge_capacity, g);
   auto residual = boost::get(boost::edge_residual_capacity, g);
   auto reverse = boost::get(boost::edge_reverse, g);
   for (std::size_t i = 0; i < edges.size(); ++i) {
     const auto u = static_cast<std::size_t>(edges[i].from), v = static_cast<std::size_t>(edges[i].to);
-    EdgeDesc fwd = out[u][slot[i].first];
-    EdgeDesc rev = out[v][slot[i].second];
+    EdgeDesc fwd = out_edge(u, slot[i].first);
+    EdgeDesc rev = out_edge(v, slot[i].second);
     capacity[fwd] = edges[i].capacity == FlowNetwork::kInfinite ? infinite : edges[i].capacity;
     capacity[rev] = 0;
     reverse[fwd] = rev;
@@ -122,10 +127,16 @@ MinCut minimum_cut(const FlowNetwork& network, MaxFlowAlgorithm algorithm) {
 
   // The sink side: vertices from which the sink is reachable through edges with residual
   // capacity (a backward search from the sink).
-  std::vector<std::vector<std::size_t>> residual_in(n);
-  for (std::size_t u = 0; u < n; ++u)
-    for (const EdgeDesc& e : out[u])
-      if (residual[e] > 0) residual_in[boost::target(e, g)].push_back(u);
+  // The residual in-edges of each vertex, as one array (CSR): sources of v are
+  // residual_from[first_in[v] .. first_in[v + 1]).
+  std::vector<std::size_t> first_in(n + 1, 0);
+  for (auto [e, end] = boost::edges(g); e != end; ++e)
+    if (residual[*e] > 0) ++first_in[boost::target(*e, g) + 1];
+  for (std::size_t v = 0; v < n; ++v) first_in[v + 1] += first_in[v];
+  std::vector<std::size_t> residual_from(first_in[n]);
+  std::vector<std::size_t> fill(first_in.begin(), first_in.end() - 1);
+  for (auto [e, end] = boost::edges(g); e != end; ++e)
+    if (residual[*e] > 0) residual_from[fill[boost::target(*e, g)]++] = boost::source(*e, g);
   MinCut cut;
   cut.value = flow;
   cut.sink_side.assign(n, false);
@@ -134,7 +145,8 @@ MinCut minimum_cut(const FlowNetwork& network, MaxFlowAlgorithm algorithm) {
   while (!work.empty()) {
     std::size_t v = work.back();
     work.pop_back();
-    for (std::size_t u : residual_in[v]) {
+    for (std::size_t k = first_in[v]; k < first_in[v + 1]; ++k) {
+      const std::size_t u = residual_from[k];
       if (cut.sink_side[u]) continue;
       cut.sink_side[u] = true;
       work.push_back(u);
