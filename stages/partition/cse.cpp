@@ -94,9 +94,48 @@ std::unordered_map<const Value*, std::size_t> storage_classes(const Graph& graph
 
 }  // namespace
 
-Graph eliminate_common_subexpressions(const Graph& graph, std::size_t* merged) {
-  // Dead code first (PyTorch runs joint_module.graph.eliminate_dead_code() before CSE).
+namespace {
+
+// What CSE does to a graph, decided without building anything: the live nodes, and for each
+// value of a dropped call the value of the earlier call that replaces it.
+struct CsePlan {
   std::unordered_set<const Node*> live;
+  std::unordered_map<const Value*, Value*> replaced;
+  std::size_t dropped = 0;
+  bool changes(const Graph& graph) const { return dropped > 0 || live.size() != graph.num_nodes(); }
+};
+
+// The key of a call after replacement: two calls with the same key compute the same values.
+std::string call_key(const Node& n, const std::unordered_map<const Value*, Value*>& replaced) {
+  auto current = [&](Value* v) -> const void* {
+    auto it = replaced.find(v);
+    return it == replaced.end() ? v : it->second;
+  };
+  std::string key = n.qualified_name();
+  for (const Argument& arg : n.args()) {
+    key += '|';
+    if (arg.is_value()) {
+      fmt::format_to(std::back_inserter(key), "v{}", current(arg.value()));
+    } else if (arg.is_value_list()) {
+      key += "L[";
+      for (Value* v : arg.value_list().values) {
+        if (v)
+          fmt::format_to(std::back_inserter(key), "{},", current(v));
+        else
+          key += "N,";
+      }
+      key += "]";
+    } else {
+      append_constant(key, arg.constant());
+    }
+  }
+  fmt::format_to(std::back_inserter(key), "|n{}", n.num_outputs());
+  return key;
+}
+
+CsePlan plan_cse(const Graph& graph) {
+  CsePlan plan;
+  // Dead code first (PyTorch runs joint_module.graph.eliminate_dead_code() before CSE).
   {
     std::unordered_set<const Value*> needed(graph.outputs().begin(), graph.outputs().end());
     auto nodes = graph.nodes();
@@ -105,7 +144,7 @@ Graph eliminate_common_subexpressions(const Graph& graph, std::size_t* merged) {
       bool is_live = n->is_call() && n->has_side_effects();
       for (Value* v : n->outputs()) is_live = is_live || needed.count(v);
       if (!is_live) continue;
-      live.insert(n);
+      plan.live.insert(n);
       n->for_each_input([&](Value* v) { needed.insert(v); });
     }
   }
@@ -113,14 +152,33 @@ Graph eliminate_common_subexpressions(const Graph& graph, std::size_t* merged) {
   std::unordered_set<std::size_t> output_storages;
   for (Value* v : graph.outputs()) output_storages.insert(storage.at(v));
 
+  std::unordered_map<std::string, const Node*> seen;
+  for (const Node* n : graph.nodes()) {
+    if (!n->is_call() || !plan.live.count(n)) continue;
+    const std::string packet = packet_name(*n);
+    bool candidate = !n->has_side_effects() && !rand_ops().count(packet) && packet != "aten::empty";
+    for (Value* v : n->outputs()) candidate = candidate && !output_storages.count(storage.at(v));
+    if (!candidate) continue;
+    auto [earlier, first] = seen.try_emplace(call_key(*n, plan.replaced), n);
+    if (first) continue;
+    for (std::size_t i = 0; i < n->num_outputs(); ++i) plan.replaced[n->output(i)] = earlier->second->output(i);
+    ++plan.dropped;
+  }
+  return plan;
+}
+
+// `graph` as the plan says: live nodes that were not dropped, reading the replacing values.
+Graph apply_cse(const Graph& graph, const CsePlan& plan) {
   Graph out(graph.name());
   std::unordered_map<const Value*, Value*> map;
+  auto mapped = [&](Value* v) {
+    auto it = plan.replaced.find(v);
+    return map.at(it == plan.replaced.end() ? v : it->second);
+  };
   for (Value* in : graph.inputs())
     map[in] = out.add_input(in->name(), in->type(), in->meta() ? std::optional(*in->meta()) : std::nullopt);
-  std::unordered_map<std::string, Node*> seen;
-  std::size_t dropped = 0;
   for (const Node* n : graph.nodes()) {
-    if (!live.count(n)) continue;
+    if (!plan.live.count(n) || (n->num_outputs() > 0 && plan.replaced.count(n->output()))) continue;
     if (!n->is_call()) {
       Value* v = n->output();
       map[v] = out.add_constant_ref(n->constant_name(), *v->meta(), v->name());
@@ -128,52 +186,34 @@ Graph eliminate_common_subexpressions(const Graph& graph, std::size_t* merged) {
       continue;
     }
     std::vector<Argument> args = n->args();
-    for (Argument& arg : args) arg.remap_values([&](Value* used) { return map.at(used); });
-    const std::string packet = packet_name(*n);
-    bool candidate = !n->has_side_effects() && !rand_ops().count(packet) && packet != "aten::empty";
-    for (Value* v : n->outputs()) candidate = candidate && !output_storages.count(storage.at(v));
-    std::string key;
-    if (candidate) {
-      key = n->qualified_name();
-      for (const Argument& arg : args) {
-        key += '|';
-        if (arg.is_value()) {
-          fmt::format_to(std::back_inserter(key), "v{}", static_cast<const void*>(arg.value()));
-        } else if (arg.is_value_list()) {
-          key += "L[";
-          for (Value* v : arg.value_list().values) {
-            if (v)
-              fmt::format_to(std::back_inserter(key), "{},", static_cast<const void*>(v));
-            else
-              key += "N,";
-          }
-          key += "]";
-        } else {
-          append_constant(key, arg.constant());
-        }
-      }
-      fmt::format_to(std::back_inserter(key), "|n{}", n->num_outputs());
-      auto it = seen.find(key);
-      if (it != seen.end()) {
-        for (std::size_t i = 0; i < n->num_outputs(); ++i) map[n->output(i)] = it->second->output(i);
-        ++dropped;
-        continue;
-      }
-    }
+    for (Argument& arg : args) arg.remap_values(mapped);
     std::vector<OutputSpec> specs;
     for (Value* v : n->outputs())
       specs.push_back({v->name(), v->meta() ? std::optional(*v->meta()) : std::nullopt, v->type()});
     Node* copy = out.add_call(n->op(), std::move(args), std::move(specs));
     copy->attrs() = n->attrs();
     for (std::size_t i = 0; i < n->num_outputs(); ++i) map[n->output(i)] = copy->output(i);
-    if (candidate) seen.emplace(std::move(key), copy);
   }
   for (const auto& [key, tensor] : graph.tensor_constants()) out.bind_constant(key, tensor);
   std::vector<Value*> outs;
-  for (Value* v : graph.outputs()) outs.push_back(map.at(v));
+  for (Value* v : graph.outputs()) outs.push_back(mapped(v));
   out.set_outputs(std::move(outs));
-  if (merged) *merged = dropped;
   return out;
+}
+
+}  // namespace
+
+Graph eliminate_common_subexpressions(const Graph& graph, std::size_t* merged) {
+  const CsePlan plan = plan_cse(graph);
+  if (merged) *merged = plan.dropped;
+  return apply_cse(graph, plan);
+}
+
+std::optional<Graph> eliminate_common_subexpressions_if_any(const Graph& graph, std::size_t* merged) {
+  const CsePlan plan = plan_cse(graph);
+  if (merged) *merged = plan.dropped;
+  if (!plan.changes(graph)) return std::nullopt;
+  return apply_cse(graph, plan);
 }
 
 }  // namespace aotpipe::partitioners

@@ -44,7 +44,10 @@ std::optional<OpTypes> changed_op_types(const MinCutOptions& options) {
 
 // The network of solve_min_cut() for one joint graph, with what it was built from.
 struct Problem {
-  Graph graph{"joint"};
+  // The graph the partition reads: the joint itself, or its copy where CSE or dead-code
+  // elimination changed something (`changed`). The joint outlives the partition.
+  const Graph* graph = nullptr;
+  std::optional<Graph> changed;
   JointView view;
   NodeInfo info;
   std::vector<std::int64_t> dist_from_bw;
@@ -272,12 +275,13 @@ class NetworkBuilder {
 std::unique_ptr<Problem> make_problem(const JointGraph& joint, const MinCutOptions& options) {
   auto p = std::make_unique<Problem>();
   if (options.cse) {
-    p->graph = eliminate_common_subexpressions(joint.graph);
+    p->changed = eliminate_common_subexpressions_if_any(joint.graph);
   } else {
-    p->graph = joint.graph;
-    eliminate_dead_code(p->graph);
+    p->changed = joint.graph;
+    if (eliminate_dead_code(*p->changed) == 0) p->changed.reset();
   }
-  p->view = detail::build_joint_view(p->graph, joint.num_primals, joint.num_fwd_outputs);
+  p->graph = p->changed ? &*p->changed : &joint.graph;
+  p->view = detail::build_joint_view(*p->graph, joint.num_primals, joint.num_fwd_outputs);
   p->info = detail::classify_nodes(p->view);
   return p;
 }
@@ -334,7 +338,7 @@ PartitionResult min_cut_rematerialization_partition(const JointGraph& joint, con
   std::unique_ptr<Problem> p = make_problem(joint, options);
   if (p->info.num_required_bw == 0) {
     // Nothing depends on the tangents: nothing to partition.
-    JointGraph cleaned{p->graph, joint.num_primals, joint.num_fwd_outputs};
+    JointGraph cleaned{*p->graph, joint.num_primals, joint.num_fwd_outputs};
     return default_partition(cleaned);
   }
   compute_dist_from_bw(*p);
@@ -361,7 +365,7 @@ PartitionResult min_cut_rematerialization_partition(const JointGraph& joint, con
   std::sort(cut_nodes.begin(), cut_nodes.end());
   std::vector<Value*> saved;
   for (int i : cut_nodes) saved.push_back(p->view.nodes[static_cast<std::size_t>(i)].value);
-  return detail::assemble_partition(p->graph, p->view, std::move(saved), /*autograd_order=*/true);
+  return detail::assemble_partition(*p->graph, p->view, std::move(saved), /*autograd_order=*/true);
 }
 
 std::string min_cut_identity(const MinCutOptions& o) {
@@ -394,7 +398,7 @@ MinCutProblem build_min_cut_problem(const JointGraph& joint, const MinCutOptions
   for (std::size_t i = 0; i < p->banned.size(); ++i)
     if (p->banned[i]) out.banned.push_back(p->view.nodes[i].name);
   out.network = std::move(p->network);
-  out.graph = std::move(p->graph);
+  out.graph = p->changed ? std::move(*p->changed) : *p->graph;
   return out;
 }
 

@@ -16,6 +16,7 @@
 #include <torch/csrc/autograd/autograd.h>
 
 #include <algorithm>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -600,6 +601,59 @@ TEST(Cse, MergesRepeatedCallsButNotRandomOpsOrOutputs) {
   at::manual_seed(1);
   TensorList a2 = Interpreter(out).run({input});
   EXPECT_TRUE(tensor_lists_close(e, a2));
+}
+
+// A repeat of a repeat merges too: the second cos reads the sin that replaced its argument.
+TEST(Cse, ChainsOfRepeatsMergeThroughTheirReplacedArguments) {
+  Graph g("g");
+  Value* x = g.add_input("x", TensorMeta::contiguous({4}));
+  Value* a = g.add_call("aten::sin", {x})->output();
+  Value* b = g.add_call("aten::sin", {x})->output();
+  Value* ca = g.add_call("aten::cos", {a})->output();
+  Value* cb = g.add_call("aten::cos", {b})->output();
+  g.set_outputs({g.add_call("aten::add.Tensor", {ca, cb})->output()});
+  propagate_meta(g);
+  std::size_t merged = 0;
+  Graph out = partitioners::eliminate_common_subexpressions(g, &merged);
+  verify(out);
+  EXPECT_EQ(merged, 2u) << out;
+  EXPECT_EQ(count_op(out, "aten::sin"), 1u);
+  EXPECT_EQ(count_op(out, "aten::cos"), 1u);
+  at::Tensor input = at::randn({4});
+  EXPECT_TRUE(tensor_lists_close(Interpreter(g).run({input}), Interpreter(out).run({input})));
+}
+
+// The partitioner's form: nothing when the copy would be the same graph, else the same copy.
+TEST(Cse, IfAnyReturnsNothingForAGraphItWouldNotChange) {
+  Graph unchanged("g");
+  Value* x = unchanged.add_input("x", TensorMeta::contiguous({4}));
+  Value* s = unchanged.add_call("aten::sin", {x})->output();
+  unchanged.set_outputs({unchanged.add_call("aten::cos", {s})->output()});
+  propagate_meta(unchanged);
+  std::size_t merged = 7;
+  EXPECT_FALSE(partitioners::eliminate_common_subexpressions_if_any(unchanged, &merged).has_value());
+  EXPECT_EQ(merged, 0u);
+
+  Graph repeated("g");
+  Value* y = repeated.add_input("y", TensorMeta::contiguous({4}));
+  Value* a = repeated.add_call("aten::sin", {y})->output();
+  Value* b = repeated.add_call("aten::sin", {y})->output();
+  repeated.set_outputs({repeated.add_call("aten::add.Tensor", {a, b})->output()});
+  propagate_meta(repeated);
+  std::optional<Graph> merged_copy = partitioners::eliminate_common_subexpressions_if_any(repeated, &merged);
+  ASSERT_TRUE(merged_copy.has_value());
+  EXPECT_EQ(merged, 1u);
+  EXPECT_EQ(merged_copy->to_string(), partitioners::eliminate_common_subexpressions(repeated).to_string());
+
+  Graph dead("g");
+  Value* z = dead.add_input("z", TensorMeta::contiguous({4}));
+  dead.add_call("aten::exp", {z});  // read by nothing
+  dead.set_outputs({dead.add_call("aten::sin", {z})->output()});
+  propagate_meta(dead);
+  std::optional<Graph> live_copy = partitioners::eliminate_common_subexpressions_if_any(dead, &merged);
+  ASSERT_TRUE(live_copy.has_value());
+  EXPECT_EQ(merged, 0u);
+  EXPECT_EQ(count_op(*live_copy, "aten::exp"), 0u);
 }
 
 }  // namespace
