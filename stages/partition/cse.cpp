@@ -92,10 +92,6 @@ std::unordered_map<const Value*, std::size_t> storage_classes(const Graph& graph
   return storage;
 }
 
-}  // namespace
-
-namespace {
-
 // What CSE does to a graph, decided without building anything: the live nodes, and for each
 // value of a dropped call the value of the earlier call that replaces it.
 struct CsePlan {
@@ -103,24 +99,25 @@ struct CsePlan {
   std::unordered_map<const Value*, Value*> replaced;
   std::size_t dropped = 0;
   bool changes(const Graph& graph) const { return dropped > 0 || live.size() != graph.num_nodes(); }
+  // The value that stands for v once the plan is applied: the earlier call's, or v itself.
+  Value* current(Value* v) const {
+    auto it = replaced.find(v);
+    return it == replaced.end() ? v : it->second;
+  }
 };
 
 // The key of a call after replacement: two calls with the same key compute the same values.
-std::string call_key(const Node& n, const std::unordered_map<const Value*, Value*>& replaced) {
-  auto current = [&](Value* v) -> const void* {
-    auto it = replaced.find(v);
-    return it == replaced.end() ? v : it->second;
-  };
+std::string call_key(const Node& n, const CsePlan& plan) {
   std::string key = n.qualified_name();
   for (const Argument& arg : n.args()) {
     key += '|';
     if (arg.is_value()) {
-      fmt::format_to(std::back_inserter(key), "v{}", current(arg.value()));
+      fmt::format_to(std::back_inserter(key), "v{}", static_cast<const void*>(plan.current(arg.value())));
     } else if (arg.is_value_list()) {
       key += "L[";
       for (Value* v : arg.value_list().values) {
         if (v)
-          fmt::format_to(std::back_inserter(key), "{},", current(v));
+          fmt::format_to(std::back_inserter(key), "{},", static_cast<const void*>(plan.current(v)));
         else
           key += "N,";
       }
@@ -159,7 +156,7 @@ CsePlan plan_cse(const Graph& graph) {
     bool candidate = !n->has_side_effects() && !rand_ops().count(packet) && packet != "aten::empty";
     for (Value* v : n->outputs()) candidate = candidate && !output_storages.count(storage.at(v));
     if (!candidate) continue;
-    auto [earlier, first] = seen.try_emplace(call_key(*n, plan.replaced), n);
+    auto [earlier, first] = seen.try_emplace(call_key(*n, plan), n);
     if (first) continue;
     for (std::size_t i = 0; i < n->num_outputs(); ++i) plan.replaced[n->output(i)] = earlier->second->output(i);
     ++plan.dropped;
@@ -171,10 +168,7 @@ CsePlan plan_cse(const Graph& graph) {
 Graph apply_cse(const Graph& graph, const CsePlan& plan) {
   Graph out(graph.name());
   std::unordered_map<const Value*, Value*> map;
-  auto mapped = [&](Value* v) {
-    auto it = plan.replaced.find(v);
-    return map.at(it == plan.replaced.end() ? v : it->second);
-  };
+  auto mapped = [&](Value* v) { return map.at(plan.current(v)); };
   for (Value* in : graph.inputs())
     map[in] = out.add_input(in->name(), in->type(), in->meta() ? std::optional(*in->meta()) : std::nullopt);
   for (const Node* n : graph.nodes()) {
