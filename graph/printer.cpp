@@ -1,10 +1,13 @@
+// The text form, written into one buffer: the compile cache prints the canonical form of every
+// program it looks up and the whole artifact of every store, so the printer allocates as little
+// as it can (one string per graph, no temporary per value or argument).
 #include <aotpipe/graph/graph.h>
 #include <aotpipe/graph/printer.h>
 #include <aotpipe/graph/text_format.h>
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
+#include <charconv>
 #include <cmath>
 #include <string_view>
 #include <unordered_map>
@@ -13,16 +16,27 @@ namespace aotpipe {
 
 namespace {
 
-std::string format_double(double v) {
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  std::string text = fmt::format("{}", v);  // shortest text that reads back to the same double
-  if (text.find_first_of(".e") == std::string::npos) text += ".0";
-  return text;
+void append_int(std::string& out, int64_t v) {
+  char digits[24];
+  out.append(digits, std::to_chars(digits, digits + sizeof digits, v).ptr);
 }
 
-std::string quote(std::string_view s) {
-  std::string out = "\"";
+void append_double(std::string& out, double v) {
+  if (std::isnan(v)) {
+    out += "nan";
+    return;
+  }
+  if (std::isinf(v)) {
+    out += v > 0 ? "inf" : "-inf";
+    return;
+  }
+  const std::size_t start = out.size();
+  fmt::format_to(std::back_inserter(out), "{}", v);  // shortest text that reads back to the same double
+  if (std::string_view(out).substr(start).find_first_of(".e") == std::string_view::npos) out += ".0";
+}
+
+void append_quoted(std::string& out, std::string_view s) {
+  out += '"';
   for (char c : s) {
     switch (c) {
       case '"': out += "\\\""; break;
@@ -32,50 +46,79 @@ std::string quote(std::string_view s) {
       default: out += c;
     }
   }
-  return out + "\"";
+  out += '"';
 }
 
 // Strips Optional[...] so the formatting follows the underlying type.
-c10::TypePtr unwrap_optional(const c10::TypePtr& type) {
+const c10::TypePtr& unwrap_optional(const c10::TypePtr& type) {
   if (type && type->kind() == c10::TypeKind::OptionalType) return type->expectRef<c10::OptionalType>().getElementType();
   return type;
 }
 
-std::string format_generic(const c10::IValue& v, const c10::TypePtr& type) {
-  if (v.isNone()) return "None";
-  if (v.isBool()) return v.toBool() ? "True" : "False";
-  if (v.isInt()) return std::to_string(v.toInt());
-  if (v.isDouble()) return format_double(v.toDouble());
-  if (v.isString()) return quote(v.toStringRef());
-  if (v.isDevice()) return fmt::format("device({})", quote(v.toDevice().str()));
-  if (v.isList()) {
-    c10::TypePtr elem;
-    if (type && type->kind() == c10::TypeKind::ListType) elem = type->expectRef<c10::ListType>().getElementType();
-    std::string out = "[";
+void append_constant(std::string& out, const c10::IValue& value, const c10::TypePtr& schema_type);
+
+void append_generic(std::string& out, const c10::IValue& v, const c10::TypePtr& type) {
+  if (v.isNone()) {
+    out += "None";
+  } else if (v.isBool()) {
+    out += v.toBool() ? "True" : "False";
+  } else if (v.isInt()) {
+    append_int(out, v.toInt());
+  } else if (v.isDouble()) {
+    append_double(out, v.toDouble());
+  } else if (v.isString()) {
+    append_quoted(out, v.toStringRef());
+  } else if (v.isDevice()) {
+    out += "device(";
+    append_quoted(out, v.toDevice().str());
+    out += ')';
+  } else if (v.isList()) {
+    static const c10::TypePtr kNoType;
+    const c10::TypePtr& elem =
+        type && type->kind() == c10::TypeKind::ListType ? type->expectRef<c10::ListType>().getElementType() : kNoType;
+    out += '[';
     bool first = true;
     for (const c10::IValue& item : v.toListRef()) {
       if (!first) out += ", ";
       first = false;
-      out += format_constant(item, elem);
+      append_constant(out, item, elem);
     }
-    return out + "]";
+    out += ']';
+  } else {
+    throw GraphError(fmt::format("cannot print a constant of kind {}", v.tagKind()));
   }
-  throw GraphError(fmt::format("cannot print a constant of kind {}", v.tagKind()));
 }
-}  // namespace
 
-std::string format_constant(const c10::IValue& value, const c10::TypePtr& schema_type) {
-  c10::TypePtr type = unwrap_optional(schema_type);
+void append_constant(std::string& out, const c10::IValue& value, const c10::TypePtr& schema_type) {
+  const c10::TypePtr& type = unwrap_optional(schema_type);
   if (type && value.isInt()) {
     switch (type->kind()) {
-      case c10::TypeKind::ScalarTypeType: return dtype_torch_name(static_cast<c10::ScalarType>(value.toInt()));
-      case c10::TypeKind::LayoutType: return layout_torch_name(static_cast<c10::Layout>(value.toInt()));
+      case c10::TypeKind::ScalarTypeType: out += dtype_torch_name(static_cast<c10::ScalarType>(value.toInt())); return;
+      case c10::TypeKind::LayoutType: out += layout_torch_name(static_cast<c10::Layout>(value.toInt())); return;
       case c10::TypeKind::MemoryFormatType:
-        return memory_format_torch_name(static_cast<c10::MemoryFormat>(value.toInt()));
+        out += memory_format_torch_name(static_cast<c10::MemoryFormat>(value.toInt()));
+        return;
       default: break;
     }
   }
-  return format_generic(value, type);
+  append_generic(out, value, type);
+}
+
+// Whether a constant argument prints as its schema default (then the text leaves it out). Ints,
+// bools and None compare directly; anything else by its text, as the parser would read it.
+bool prints_as(const c10::IValue& value, const c10::IValue& default_value, const c10::TypePtr& type) {
+  if (value.isInt() && default_value.isInt()) return value.toInt() == default_value.toInt();
+  if (value.isBool() && default_value.isBool()) return value.toBool() == default_value.toBool();
+  if (value.isNone() || default_value.isNone()) return value.isNone() && default_value.isNone();
+  return format_constant(value, type) == format_constant(default_value, type);
+}
+
+}  // namespace
+
+std::string format_constant(const c10::IValue& value, const c10::TypePtr& schema_type) {
+  std::string out;
+  append_constant(out, value, schema_type);
+  return out;
 }
 
 namespace {
@@ -87,15 +130,21 @@ class Naming {
   Naming() = default;
   explicit Naming(const Graph& graph) : canonical_(true) {
     std::size_t next = 0;
+    index_.reserve(graph.inputs().size() + graph.num_nodes());
     for (const Value* v : graph.inputs()) index_.emplace(v, next++);
     for (const Node* node : graph.nodes())
       for (const Value* v : node->outputs()) index_.emplace(v, next++);
   }
-  std::string ref(const Value& v) const {  // %name
-    if (!canonical_) return "%" + v.name();
+  void append_ref(std::string& out, const Value& v) const {  // %name
+    out += '%';
+    if (!canonical_) {
+      out += v.name();
+      return;
+    }
     auto it = index_.find(&v);
     if (it == index_.end()) throw GraphError("cannot print a value that is not defined in the graph");
-    return fmt::format("%v{}", it->second);
+    out += 'v';
+    append_int(out, static_cast<int64_t>(it->second));
   }
 
  private:
@@ -103,90 +152,153 @@ class Naming {
   std::unordered_map<const Value*, std::size_t> index_;
 };
 
-std::string value_decl(const Value& value, const Naming& naming) {
-  std::string type =
-      value.is_tensor() && value.meta() ? to_string(*value.meta()) : std::string(to_string(value.type()));
-  return fmt::format("{}: {}", naming.ref(value), type);
+void append_value_decl(std::string& out, const Value& value, const Naming& naming) {
+  naming.append_ref(out, value);
+  out += ": ";
+  if (value.is_tensor() && value.meta())
+    append_to(out, *value.meta());
+  else
+    out += to_string(value.type());
 }
 
-}  // namespace
-
-std::string format_value_decl(const Value& value) { return value_decl(value, Naming{}); }
-
-namespace {
-std::string format_argument(const Argument& arg, const c10::TypePtr& type, const Naming& naming) {
-  if (arg.is_value()) return naming.ref(*arg.value());
-  if (arg.is_constant()) return format_constant(arg.constant(), type);
-  std::string out = "[";
-  bool first = true;
-  for (Value* v : arg.value_list().values) {
-    if (!first) out += ", ";
-    first = false;
-    out += v ? naming.ref(*v) : "None";
+void append_argument(std::string& out, const Argument& arg, const c10::TypePtr& type, const Naming& naming) {
+  if (arg.is_value()) {
+    naming.append_ref(out, *arg.value());
+  } else if (arg.is_constant()) {
+    append_constant(out, arg.constant(), type);
+  } else {
+    out += '[';
+    bool first = true;
+    for (Value* v : arg.value_list().values) {
+      if (!first) out += ", ";
+      first = false;
+      if (v)
+        naming.append_ref(out, *v);
+      else
+        out += "None";
+    }
+    out += ']';
   }
-  return out + "]";
 }
 
-std::string format_attrs(const std::map<std::string, std::string>& attrs) {
-  if (attrs.empty()) return {};
-  std::string out = " {";
+void append_attrs(std::string& out, const std::map<std::string, std::string>& attrs) {
+  if (attrs.empty()) return;
+  out += " {";
   bool first = true;
   for (const auto& [key, value] : attrs) {
     if (!first) out += ", ";
     first = false;
-    out += key + "=" + (is_plain_word(value) ? value : quote(value));
+    out += key;
+    out += '=';
+    if (is_plain_word(value))
+      out += value;
+    else
+      append_quoted(out, value);
   }
-  return out + "}";
+  out += '}';
 }
 
-std::string format_call_args(const Node& node, const Naming& naming) {
+void append_call_args(std::string& out, const Node& node, const Naming& naming) {
   const auto& formals = node.schema().arguments();
   const auto& args = node.args();
   // Arguments equal to their schema default are left out (the parser puts them back):
   // trailing positional ones, and keyword-only ones anywhere.
   auto is_default = [&](std::size_t i) {
     const auto& def = formals[i].default_value();
-    return def && args[i].is_constant() &&
-           format_constant(args[i].constant(), formals[i].real_type()) == format_constant(*def, formals[i].real_type());
+    return def && args[i].is_constant() && prints_as(args[i].constant(), *def, formals[i].real_type());
   };
   std::size_t last_positional = 0;
   for (std::size_t i = 0; i < formals.size(); ++i)
     if (!formals[i].kwarg_only() && !is_default(i)) last_positional = i + 1;
-  std::vector<std::string> parts;
+  bool first = true;
+  auto separate = [&] {
+    if (!first) out += ", ";
+    first = false;
+  };
   for (std::size_t i = 0; i < formals.size(); ++i) {
     if (formals[i].kwarg_only()) {
-      if (!is_default(i))
-        parts.push_back(formals[i].name() + "=" + format_argument(args[i], formals[i].real_type(), naming));
+      if (is_default(i)) continue;
+      separate();
+      out += formals[i].name();
+      out += '=';
+      append_argument(out, args[i], formals[i].real_type(), naming);
     } else if (i < last_positional) {
-      parts.push_back(format_argument(args[i], formals[i].real_type(), naming));
+      separate();
+      append_argument(out, args[i], formals[i].real_type(), naming);
     }
   }
-  return fmt::format("{}", fmt::join(parts, ", "));
 }
 
-std::string node_text(const Node& node, const Naming& naming) {
-  std::vector<std::string> decls;
-  for (Value* out : node.outputs()) decls.push_back(value_decl(*out, naming));
-  std::string lhs = decls.empty() ? "" : fmt::format("{} = ", fmt::join(decls, ", "));
-  std::string rhs = node.is_call() ? fmt::format("{}({})", node.qualified_name(), format_call_args(node, naming))
-                                   : fmt::format("constant({})", quote(node.constant_name()));
-  return lhs + rhs + format_attrs(node.attrs());
+void append_node(std::string& out, const Node& node, const Naming& naming) {
+  bool first = true;
+  for (Value* v : node.outputs()) {
+    if (!first) out += ", ";
+    first = false;
+    append_value_decl(out, *v, naming);
+  }
+  if (!node.outputs().empty()) out += " = ";
+  if (node.is_call()) {
+    const auto& name = node.schema().operator_name();
+    out += name.name;
+    if (!name.overload_name.empty()) {
+      out += '.';
+      out += name.overload_name;
+    }
+    out += '(';
+    append_call_args(out, node, naming);
+    out += ')';
+  } else {
+    out += "constant(";
+    append_quoted(out, node.constant_name());
+    out += ')';
+  }
+  append_attrs(out, node.attrs());
 }
 
 std::string graph_text(const Graph& graph, std::string_view graph_name, const Naming& naming) {
-  std::vector<std::string> params;
-  for (Value* in : graph.inputs()) params.push_back(value_decl(*in, naming));
-  std::string name = is_plain_word(graph_name) ? std::string(graph_name) : quote(graph_name);
-  std::string out = fmt::format("graph {}({}):\n", name, fmt::join(params, ", "));
-  for (const Node* node : graph.nodes()) out += "  " + node_text(*node, naming) + "\n";
-  std::vector<std::string> results;
-  for (Value* v : graph.outputs()) results.push_back(naming.ref(*v));
-  out += fmt::format("  return ({})\n", fmt::join(results, ", "));
+  std::string out;
+  out.reserve(64 + 96 * graph.num_nodes());
+  out += "graph ";
+  if (is_plain_word(graph_name))
+    out += graph_name;
+  else
+    append_quoted(out, graph_name);
+  out += '(';
+  bool first = true;
+  for (Value* in : graph.inputs()) {
+    if (!first) out += ", ";
+    first = false;
+    append_value_decl(out, *in, naming);
+  }
+  out += "):\n";
+  for (const Node* node : graph.nodes()) {
+    out += "  ";
+    append_node(out, *node, naming);
+    out += '\n';
+  }
+  out += "  return (";
+  first = true;
+  for (Value* v : graph.outputs()) {
+    if (!first) out += ", ";
+    first = false;
+    naming.append_ref(out, *v);
+  }
+  out += ")\n";
   return out;
 }
 }  // namespace
 
-std::string print_node(const Node& node) { return node_text(node, Naming{}); }
+std::string format_value_decl(const Value& value) {
+  std::string out;
+  append_value_decl(out, value, Naming{});
+  return out;
+}
+
+std::string print_node(const Node& node) {
+  std::string out;
+  append_node(out, node, Naming{});
+  return out;
+}
 
 std::string print_graph(const Graph& graph) { return graph_text(graph, graph.name(), Naming{}); }
 

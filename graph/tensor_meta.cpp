@@ -1,10 +1,10 @@
 #include <aotpipe/graph/tensor_meta.h>
 
 #include <ATen/core/Tensor.h>
-#include <fmt/format.h>
-#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <array>
+#include <charconv>
 #include <ostream>
 #include <utility>
 
@@ -118,13 +118,52 @@ std::optional<c10::ScalarType> dtype_from_torch_name(std::string_view name) {
   return std::nullopt;
 }
 
+namespace {
+void append_ints(std::string& out, const std::vector<int64_t>& values) {
+  char digits[24];
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (i) out += ", ";
+    const auto end = std::to_chars(digits, digits + sizeof digits, values[i]).ptr;
+    out.append(digits, end);
+  }
+}
+
+// Whether `strides` are the contiguous strides of `sizes` (contiguous_strides, without the vector).
+bool has_contiguous_strides(const TensorMeta& meta) {
+  if (meta.strides.size() != meta.sizes.size()) return false;
+  int64_t running = 1;
+  for (std::size_t i = meta.sizes.size(); i-- > 0;) {
+    if (meta.strides[i] != running) return false;
+    running *= std::max<int64_t>(meta.sizes[i], 1);
+  }
+  return true;
+}
+}  // namespace
+
+void append_to(std::string& out, const TensorMeta& meta) {
+  out += dtype_short_name(meta.dtype);
+  out += '[';
+  append_ints(out, meta.sizes);
+  out += ']';
+  if (!has_contiguous_strides(meta)) {
+    out += " stride=[";
+    append_ints(out, meta.strides);
+    out += ']';
+  }
+  if (meta.storage_offset != 0) {
+    out += " offset=";
+    out += std::to_string(meta.storage_offset);
+  }
+  if (!meta.device.is_cpu()) {
+    out += " device=";
+    out += meta.device.str();
+  }
+  if (meta.requires_grad) out += " requires_grad";
+}
+
 std::string to_string(const TensorMeta& meta) {
-  std::string text = fmt::format("{}[{}]", dtype_short_name(meta.dtype), fmt::join(meta.sizes, ", "));
-  if (meta.strides != contiguous_strides(meta.sizes))
-    text += fmt::format(" stride=[{}]", fmt::join(meta.strides, ", "));
-  if (meta.storage_offset != 0) text += fmt::format(" offset={}", meta.storage_offset);
-  if (!meta.device.is_cpu()) text += fmt::format(" device={}", meta.device.str());
-  if (meta.requires_grad) text += " requires_grad";
+  std::string text;
+  append_to(text, meta);
   return text;
 }
 

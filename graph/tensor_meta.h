@@ -50,6 +50,8 @@ std::optional<c10::ScalarType> dtype_from_torch_name(std::string_view name);
 // The text form of a tensor type: `f32[4, 8]` plus, only where they differ from the default,
 // ` stride=[1, 4] offset=2 device=cuda:0 requires_grad`.
 std::string to_string(const TensorMeta& meta);
+// to_string(meta) appended to `out` (the printer writes graphs into one buffer).
+void append_to(std::string& out, const TensorMeta& meta);
 std::ostream& operator<<(std::ostream& os, const TensorMeta& meta);
 
 }  // namespace aotpipe

@@ -10,6 +10,7 @@
 #include <ATen/core/grad_mode.h>
 #include <fmt/format.h>
 
+#include <charconv>
 #include <mutex>
 #include <unordered_map>
 
@@ -40,16 +41,20 @@ struct FlightLead {
   }
 };
 
-// A cache hit: the backend compilers on the artifact's graphs, then post_compile.
-Task<CompileOutput> finish_from_artifact(std::shared_ptr<const CompiledArtifact> artifact, const AotConfig& config,
-                                         CacheReport report, Scheduler& scheduler) {
-  CompiledGraphs graphs = co_await compile_graphs(artifact->traced, artifact->partition.get(), config, scheduler);
+// A cache hit: post_compile alone. Its graphs are decoded and backend-compiled when they first
+// run, and its CompileState when first inspected.
+CompileOutput finish_from_artifact(std::shared_ptr<const CompiledArtifact> artifact, const AotConfig& config,
+                                   CacheReport report) {
+  CompiledGraphs graphs = compile_on_first_call(artifact, config);
   CompileOutput out;
-  out.state = state_of(*artifact, config, graphs);  // rebuilds the wrappers from the plans, once
-  out.runtime = post_compile(artifact, std::move(graphs), out.state->wrappers);
+  out.set_state(Lazy<std::shared_ptr<const CompileState>>::deferred(
+      [artifact, config, graphs]() -> std::shared_ptr<const CompileState> {
+        return state_of(*artifact, config, graphs);
+      }));
+  out.runtime = post_compile(artifact, std::move(graphs));
   out.artifact = std::move(artifact);
   out.cache = std::move(report);
-  co_return out;
+  return out;
 }
 
 }  // namespace
@@ -100,7 +105,7 @@ Task<CompileOutput> compile_async(std::string name, Function fn, TensorList exam
       report.outcome = CacheOutcome::Hit;
       cache->count(CacheOutcome::Hit);
       StageRunScope scope(env, "cache hit");
-      CompileOutput out = co_await finish_from_artifact(std::move(found), config, std::move(report), env.scheduler);
+      CompileOutput out = finish_from_artifact(std::move(found), config, std::move(report));
       scope.succeeded();
       co_return out;
     }
@@ -128,7 +133,7 @@ Task<CompileOutput> compile_async(std::string name, Function fn, TensorList exam
   CompileOutput out;
   out.runtime = post_compile(artifact, state->compiled, state->wrappers);
   out.artifact = std::move(artifact);
-  out.state = std::move(state);
+  out.set_state(Lazy<std::shared_ptr<const CompileState>>::made(std::move(state)));
   out.cache = std::move(report);
   co_return out;
 }
@@ -141,26 +146,58 @@ CompileOutput compile(std::string name, Function fn, TensorList example_args, Ao
                                  std::move(program)));
 }
 
+namespace {
+void append_number(std::string& out, int64_t v) {
+  char digits[24];
+  out.append(digits, std::to_chars(digits, digits + sizeof digits, v).ptr);
+}
+void append_numbers(std::string& out, c10::IntArrayRef values) {
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (i) out += ',';
+    append_number(out, values[i]);
+  }
+}
+}  // namespace
+
+// Written by hand, not with fmt: every call of a CompiledFunction and every cache lookup makes one.
 std::string input_signature(const TensorList& args) {
-  fmt::memory_buffer key;
-  fmt::format_to(std::back_inserter(key), "g{}", at::GradMode::is_enabled() ? 1 : 0);
+  std::string key = at::GradMode::is_enabled() ? "g1" : "g0";
+  key.reserve(32 * args.size() + 2);
   std::unordered_map<const void*, std::size_t> first_impl, first_storage, first_base;
   for (std::size_t i = 0; i < args.size(); ++i) {
     const at::Tensor& t = args[i];
     if (!t.defined()) {
-      fmt::format_to(std::back_inserter(key), "|u");
+      key += "|u";
       continue;
     }
     const std::size_t dup = first_impl.emplace(t.unsafeGetTensorImpl(), i).first->second;
     const std::size_t alias = first_storage.emplace(t.storage().unsafeGetStorageImpl(), i).first->second;
     const void* base = t.is_view() ? static_cast<const void*>(t._base().unsafeGetTensorImpl()) : nullptr;
     const std::size_t base_group = base ? first_base.emplace(base, i).first->second : i;
-    fmt::format_to(std::back_inserter(key), "|{}{}{}s{}t{}o{}r{}l{}d{}a{}b{}", static_cast<int>(t.scalar_type()),
-                   t.device().str(), t.layout() == at::kStrided ? "" : "L", fmt::join(t.sizes(), ","),
-                   fmt::join(t.strides(), ","), t.storage_offset(), t.requires_grad() ? 1 : 0, t.is_leaf() ? 1 : 0, dup,
-                   alias, base_group);
+    key += '|';
+    append_number(key, static_cast<int>(t.scalar_type()));
+    const c10::Device device = t.device();
+    if (device.is_cpu())
+      key += "cpu";
+    else
+      key += device.str();
+    if (t.layout() != at::kStrided) key += 'L';
+    key += 's';
+    append_numbers(key, t.sizes());
+    key += 't';
+    append_numbers(key, t.strides());
+    key += 'o';
+    append_number(key, t.storage_offset());
+    key += t.requires_grad() ? "r1" : "r0";
+    key += t.is_leaf() ? "l1" : "l0";
+    key += 'd';
+    append_number(key, static_cast<int64_t>(dup));
+    key += 'a';
+    append_number(key, static_cast<int64_t>(alias));
+    key += 'b';
+    append_number(key, static_cast<int64_t>(base_group));
   }
-  return fmt::to_string(key);
+  return key;
 }
 
 struct CompiledFunction::Impl {
@@ -202,7 +239,7 @@ std::size_t CompiledFunction::num_compiled() const {
 }
 
 std::shared_ptr<const CompileState> CompiledFunction::compiled_state(const TensorList& args) const {
-  return impl_->lookup(args)->state;
+  return impl_->lookup(args)->state();
 }
 
 CompiledFunction aot_function(Function fn, AotConfig config) {

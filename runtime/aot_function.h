@@ -2,6 +2,7 @@
 // aot_function: compile a flat TensorList -> TensorList function ahead of time, as PyTorch's
 // aot_function does, and call it like the original (outputs, gradients, input mutations and
 // output aliasing as in eager). See docs/user-guide.md.
+#include <aotpipe/pipeline/lazy.h>
 #include <aotpipe/pipeline/pipeline.h>
 #include <aotpipe/pipeline/task.h>
 #include <aotpipe/runtime/compile_cache.h>
@@ -19,12 +20,17 @@ class Scheduler;
 Pipeline<CompileState> default_compile_pipeline();
 
 struct CompileOutput {
-  RuntimeFn runtime;  // the outer calling convention (the user's)
-  // Graphs, metadata and partition, for inspection. After a cache hit: rebuilt from the
-  // artifact (state_of), with `fn` and `args` empty.
-  std::shared_ptr<const CompileState> state;
+  RuntimeFn runtime;                                 // the outer calling convention (the user's)
   std::shared_ptr<const CompiledArtifact> artifact;  // the compile as data
   CacheReport cache;                                 // what config.cache did
+
+  // Graphs, metadata and partition, for inspection. After a cache hit: rebuilt from the
+  // artifact on first use (state_of, which decodes its graphs), with `fn` and `args` empty.
+  const std::shared_ptr<const CompileState>& state() const { return state_.get(); }
+  void set_state(Lazy<std::shared_ptr<const CompileState>> state) { state_ = std::move(state); }
+
+ private:
+  Lazy<std::shared_ptr<const CompileState>> state_;
 };
 
 // One compile of `fn` for `example_args` (never modified) through `pipeline`: looked up in

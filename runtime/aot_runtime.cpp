@@ -50,15 +50,14 @@ struct CompiledArtifacts {
       : artifact(std::move(a)),
         name(artifact->name),
         meta(artifact->meta),
-        trace_joint(artifact->training()),
+        trace_joint(artifact->training),
         forward(std::move(graphs.forward)),
         backward(std::move(graphs.backward)),
-        grad_primals(artifact->traced.grad_inputs),
-        undefined_grads(artifact->traced.undefined_grads),
+        grad_primals(artifact->grad_inputs),
+        undefined_grads(artifact->undefined_grads),
         input_devices(artifact->input_devices) {
     if (!trace_joint) return;
-    if (!artifact->partition) throw std::logic_error("aotpipe: a training compile without a partitioned joint graph");
-    num_saved = artifact->partition->saved_values.size();
+    num_saved = artifact->num_saved;
     tangent_mask = forward_tangent_mask(meta);  // the joint's tangent inputs
     autograd_returns = autograd_return_mask(meta);
   }

@@ -1,12 +1,18 @@
-// CompiledArtifact <-> bytes: [CBOR length (8 bytes)][CBOR][tensor data]. CBOR (nlohmann)
-// holds the structure; graphs travel in the text form (graph/printer.h, read back by
-// graph/parser.h); tensor constants are records pointing into the raw data that follows (CBOR
-// byte strings would be copied a byte at a time), each stored once however many graphs hold it. Reading trusts nothing: every field is type-checked, every index
-// range-checked, every graph verified, and any failure is an ArtifactFormatError.
+// CompiledArtifact <-> bytes: [header length (8 bytes)][header][data].
+//   header: the binary form of byte_codec.h: the schema, where the graph records lie in the
+//           data, then everything post_compile needs (plans, metadata, devices, counts). A
+//           cache hit reads this and nothing else.
+//   data:   the graphs in the text form (graph/printer.h, read back by graph/parser.h), the
+//           tensor constants' bytes (each stored once however many graphs hold it), and the
+//           graph records: a CBOR document (nlohmann) that says which text and which tensors
+//           make each graph, read when a graph is first needed.
+// Reading trusts nothing: every field is type-checked, every index range-checked, every graph
+// verified, and any failure is an ArtifactFormatError.
 #include <aotpipe/graph/example_tensor.h>
 #include <aotpipe/graph/parser.h>
 #include <aotpipe/graph/printer.h>
 #include <aotpipe/graph/verifier.h>
+#include <aotpipe/runtime/byte_codec.h>
 #include <aotpipe/runtime/compiled_artifact.h>
 #include <aotpipe/stages/joint/joint.h>
 
@@ -14,8 +20,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cstring>
+#include <mutex>
 #include <unordered_map>
 
 namespace aotpipe {
@@ -23,9 +31,13 @@ namespace {
 
 using Json = nlohmann::json;
 
-constexpr int kArtifactSchema = 1;  // bump on any change of the layout below
+constexpr int kArtifactSchema = 2;  // bump on any change of the layout below
 
 [[noreturn]] void malformed(const std::string& what) { throw ArtifactFormatError("malformed artifact: " + what); }
+
+// The bytes at [offset, offset + length) of the data section, checked against it.
+std::string_view section_of(std::uint64_t offset, std::uint64_t length, std::string_view data, std::string_view what);
+std::string_view section_of(const Json& record, std::string_view data, std::string_view what);
 
 void check(bool ok, const std::string& what) {
   if (!ok) malformed(what);
@@ -98,11 +110,16 @@ int64_t storage_span(const TensorMeta& m) {
   return span;
 }
 
-// Tensor constants, each stored once however many graphs hold it: a record (metadata, where its
-// contiguous data lies in `data`) per tensor.
-class TensorWriter {
+// The data section as it is written: graph texts and tensor constants (each tensor once however
+// many graphs hold it: a record with its metadata and where its contiguous bytes lie).
+class DataWriter {
  public:
-  std::size_t add(const at::Tensor& t) {
+  Json add_bytes(std::string_view bytes) {
+    Json where = {data_.size(), bytes.size()};
+    data_ += bytes;
+    return where;
+  }
+  std::size_t add_tensor(const at::Tensor& t) {
     auto [it, fresh] = index_.emplace(t.unsafeGetTensorImpl(), records_.size());
     if (!fresh) return it->second;
     Json record = meta_to_json(TensorMeta::of(t));
@@ -110,8 +127,7 @@ class TensorWriter {
       record["data"] = nullptr;
     } else {
       const at::Tensor contiguous = t.detach().to(c10::kCPU).contiguous();
-      record["data"] = {data_.size(), contiguous.nbytes()};
-      data_.append(static_cast<const char*>(contiguous.data_ptr()), contiguous.nbytes());
+      record["data"] = add_bytes({static_cast<const char*>(contiguous.data_ptr()), contiguous.nbytes()});
     }
     records_.push_back(std::move(record));
     return it->second;
@@ -133,10 +149,7 @@ at::Tensor tensor_from_json(const Json& j, std::string_view data_section) {
     if (m.device.is_meta()) return at::empty_strided(m.sizes, m.strides, options.device(c10::kMeta));
     return metadata_example(m);
   }
-  const auto offset = data.at(0).get<std::uint64_t>();
-  const auto length = data.at(1).get<std::uint64_t>();
-  check(offset <= data_section.size() && length <= data_section.size() - offset, "tensor data out of bounds");
-  const std::string_view bytes = data_section.substr(offset, length);
+  const std::string_view bytes = section_of(data, data_section, "tensor data");
   const int64_t numel = m.numel();
   check(static_cast<int64_t>(bytes.size()) == numel * static_cast<int64_t>(c10::elementSize(m.dtype)),
         "tensor data of the wrong length");
@@ -152,24 +165,104 @@ at::Tensor tensor_from_json(const Json& j, std::string_view data_section) {
   return t;
 }
 
-// --- Graphs -------------------------------------------------------------------------------------
+// The data section as it is read: the bytes (kept alive); the graphs' records (a CBOR document
+// of its own in the data, parsed when a graph or tensor is first needed); the tensor constants,
+// each decoded when a graph first binds it. Shared by an artifact's graph decoders; thread-safe.
+class DataReader {
+ public:
+  DataReader(std::shared_ptr<const std::string> owner, std::string_view data, std::string_view graph_records)
+      : owner_(std::move(owner)), data_(data), graph_records_(graph_records) {}
+  std::string_view data() const { return data_; }
 
-Json graph_to_json(const Graph& g, TensorWriter& tensors) {
-  Json constants = Json::object();
-  for (const auto& [key, tensor] : g.tensor_constants())
-    if (tensor.defined()) constants[key] = tensors.add(tensor);
-  return {{"text", print_graph(g)}, {"constants", std::move(constants)}};
+  // {"joint", "partition", "inference_graph", "tensors"}
+  const Json& graph_records() {
+    std::lock_guard lock(mutex_);
+    return records_locked();
+  }
+  std::size_t num_tensors() {
+    std::lock_guard lock(mutex_);
+    return records_locked().at("tensors").size();
+  }
+  at::Tensor tensor(std::size_t i) {
+    std::lock_guard lock(mutex_);
+    const Json& records = records_locked().at("tensors");
+    check(i < records.size(), "a constant refers to a missing tensor");
+    if (tensors_.empty()) tensors_.resize(records.size());
+    if (!tensors_[i].defined()) tensors_[i] = tensor_from_json(records[i], data_);
+    return tensors_[i];
+  }
+
+ private:
+  const Json& records_locked() {
+    if (!records_) {
+      Json records = parse_cbor(graph_records_);
+      check(records.is_object() && records.at("tensors").is_array(), "graph records are not an object with tensors");
+      records_.emplace(std::move(records));
+    }
+    return *records_;
+  }
+  std::shared_ptr<const std::string> owner_;
+  std::string_view data_;
+  std::string_view graph_records_;
+  std::mutex mutex_;
+  std::optional<Json> records_;
+  std::vector<at::Tensor> tensors_;
+};
+
+std::string_view section_of(std::uint64_t offset, std::uint64_t length, std::string_view data, std::string_view what) {
+  check(offset <= data.size() && length <= data.size() - offset, fmt::format("{} out of bounds", what));
+  return data.substr(offset, length);
 }
 
-Graph graph_from_json(const Json& j, const std::vector<at::Tensor>& tensors, std::string_view what) {
+std::string_view section_of(const Json& record, std::string_view data, std::string_view what) {
+  check(record.is_array() && record.size() == 2, fmt::format("{} is not an [offset, length] pair", what));
+  return section_of(record.at(0).get<std::uint64_t>(), record.at(1).get<std::uint64_t>(), data, what);
+}
+
+// --- Graphs -------------------------------------------------------------------------------------
+
+// Where a graph's text lies in the data section, and the tensors its constants bind.
+struct GraphRecord {
+  std::uint64_t offset = 0, length = 0;
+  std::vector<std::pair<std::string, std::uint64_t>> constants;  // key -> tensor index
+};
+
+GraphRecord graph_record(const Graph& g, DataWriter& data) {
+  GraphRecord r;
+  const Json where = data.add_bytes(print_graph(g));
+  r.offset = where[0].get<std::uint64_t>();
+  r.length = where[1].get<std::uint64_t>();
+  for (const auto& [key, tensor] : g.tensor_constants())
+    if (tensor.defined()) r.constants.emplace_back(key, data.add_tensor(tensor));
+  return r;
+}
+
+Json graph_to_json(const Graph& g, DataWriter& data) {
+  const GraphRecord r = graph_record(g, data);
+  Json constants = Json::object();
+  for (const auto& [key, index] : r.constants) constants[key] = index;
+  return {{"text", {r.offset, r.length}}, {"constants", std::move(constants)}};
+}
+
+void put_graph(ByteWriter& out, const Graph& g, DataWriter& data) {
+  const GraphRecord r = graph_record(g, data);
+  out.u64(r.offset);
+  out.u64(r.length);
+  out.list(r.constants, [&](const auto& c) {
+    out.str(c.first);
+    out.u64(c.second);
+  });
+}
+
+Graph graph_from_record(const GraphRecord& r, DataReader& data, std::string_view what) {
+  const std::string_view text = section_of(r.offset, r.length, data.data(), fmt::format("{} graph text", what));
   Graph g;
   try {
-    g = parse_graph(j.at("text").get_ref<const std::string&>());
+    g = parse_graph(text);
   } catch (const ParseError& e) { malformed(fmt::format("{} graph does not parse: {}", what, e.what())); }
-  for (const auto& [key, index] : j.at("constants").items()) {
-    const auto i = index.get<std::size_t>();
-    check(i < tensors.size(), fmt::format("{} graph: constant '{}' refers to a missing tensor", what, key));
-    g.bind_constant(key, tensors[i]);
+  for (const auto& [key, i] : r.constants) {
+    check(i < data.num_tensors(), fmt::format("{} graph: constant '{}' refers to a missing tensor", what, key));
+    g.bind_constant(key, data.tensor(i));
   }
   VerifyOptions options;
   options.require_tensor_meta = false;
@@ -179,6 +272,26 @@ Graph graph_from_json(const Json& j, const std::vector<at::Tensor>& tensors, std
     verify(g, options);
   } catch (const std::exception& e) { malformed(fmt::format("{} graph does not verify: {}", what, e.what())); }
   return g;
+}
+
+Graph graph_from_json(const Json& j, DataReader& data, std::string_view what) {
+  const Json& text = j.at("text");
+  check(text.is_array() && text.size() == 2, fmt::format("{} graph text is not an [offset, length] pair", what));
+  GraphRecord r{text[0].get<std::uint64_t>(), text[1].get<std::uint64_t>(), {}};
+  for (const auto& [key, index] : j.at("constants").items()) r.constants.emplace_back(key, index.get<std::uint64_t>());
+  return graph_from_record(r, data, what);
+}
+
+GraphRecord get_graph_record(ByteReader& in) {
+  GraphRecord r;
+  r.offset = in.u64("graph text offset");
+  r.length = in.u64("graph text length");
+  const std::size_t n = in.count("graph constants", 2);
+  for (std::size_t i = 0; i < n; ++i) {
+    std::string key(in.str("constant name"));
+    r.constants.emplace_back(std::move(key), in.u64("constant tensor"));
+  }
+  return r;
 }
 
 // --- Metadata -----------------------------------------------------------------------------------
@@ -194,70 +307,112 @@ constexpr std::array kOutputTypes = {
     OutputType::custom_function_view,
 };
 
-OutputType output_type_from(const std::string& name) {
-  for (OutputType t : kOutputTypes)
-    if (to_string(t) == name) return t;
-  malformed("unknown output type " + name);
+// --- The header: ByteWriter / ByteReader (byte_codec.h) -----------------------------------------
+
+void put_meta(ByteWriter& out, const TensorMeta& m) {
+  out.i64s(m.sizes);
+  out.i64s(m.strides);
+  out.i64(m.storage_offset);
+  out.u64(static_cast<std::uint64_t>(m.dtype));
+  out.str(m.device.str());
+  out.boolean(m.requires_grad);
 }
 
-Json input_info_to_json(const InputAliasInfo& in) {
-  return Json::array({in.is_leaf, in.mutates_data, in.mutates_metadata, in.mutations_hidden_from_autograd,
-                      in.mutations_under_no_grad_or_inference_mode, in.mutates_storage_metadata, in.requires_grad,
-                      in.keep_input_mutations});
+TensorMeta get_meta(ByteReader& in) {
+  TensorMeta m;
+  m.sizes = in.i64s("tensor sizes");
+  m.strides = in.i64s("tensor strides");
+  m.storage_offset = in.i64("tensor offset");
+  const std::uint64_t dtype = in.u64("tensor dtype");
+  check(dtype < static_cast<std::uint64_t>(c10::ScalarType::NumOptions), fmt::format("unknown dtype {}", dtype));
+  m.dtype = static_cast<c10::ScalarType>(dtype);
+  m.device = c10::Device(std::string(in.str("tensor device")));
+  m.requires_grad = in.boolean("tensor requires_grad");
+  check(m.sizes.size() == m.strides.size() && m.storage_offset >= 0, "tensor metadata with inconsistent rank");
+  for (std::size_t d = 0; d < m.sizes.size(); ++d)
+    check(m.sizes[d] >= 0 && m.strides[d] >= 0, "negative size or stride");
+  return m;
 }
 
-InputAliasInfo input_info_from_json(const Json& j) {
-  check(j.is_array() && j.size() == 8, "input alias info is not 8 flags");
-  InputAliasInfo in;
-  in.is_leaf = j[0].get<bool>();
-  in.mutates_data = j[1].get<bool>();
-  in.mutates_metadata = j[2].get<bool>();
-  in.mutations_hidden_from_autograd = j[3].get<bool>();
-  in.mutations_under_no_grad_or_inference_mode = j[4].get<bool>();
-  in.mutates_storage_metadata = j[5].get<bool>();
-  in.requires_grad = j[6].get<bool>();
-  in.keep_input_mutations = j[7].get<bool>();
-  return in;
+// The eight flags, one bit each.
+void put_input_info(ByteWriter& out, const InputAliasInfo& in) {
+  const bool flags[] = {in.is_leaf,
+                        in.mutates_data,
+                        in.mutates_metadata,
+                        in.mutations_hidden_from_autograd,
+                        in.mutations_under_no_grad_or_inference_mode,
+                        in.mutates_storage_metadata,
+                        in.requires_grad,
+                        in.keep_input_mutations};
+  std::uint64_t bits = 0;
+  for (std::size_t i = 0; i < std::size(flags); ++i) bits |= static_cast<std::uint64_t>(flags[i]) << i;
+  out.u64(bits);
 }
 
-Json meta_to_json(const ViewAndMutationMeta& m, TensorWriter& tensors) {
-  Json inputs = Json::array(), outputs = Json::array(), tangents = Json::array();
-  for (const InputAliasInfo& in : m.input_info) inputs.push_back(input_info_to_json(in));
-  for (const OutputAliasInfo& out : m.output_info)
-    outputs.push_back(
-        {{"type", std::string(to_string(out.output_type))},
-         {"base_idx", out.base_idx ? Json(*out.base_idx) : Json(nullptr)},
-         {"requires_grad", out.requires_grad},
-         {"meta", meta_to_json(out.meta)},
-         {"view_replay", out.view_replay ? graph_to_json(out.view_replay->graph(), tensors) : Json(nullptr)}});
-  for (const TensorMeta& t : m.traced_tangents) tangents.push_back(meta_to_json(t));
-  return {{"input_info", std::move(inputs)},
-          {"output_info", std::move(outputs)},
-          {"num_intermediate_bases", m.num_intermediate_bases},
-          {"keep_input_mutations", m.keep_input_mutations},
-          {"traced_tangents", std::move(tangents)},
-          {"is_train", m.is_train},
-          {"grad_enabled_mutation", m.grad_enabled_mutation ? Json(*m.grad_enabled_mutation) : Json(nullptr)}};
+InputAliasInfo get_input_info(ByteReader& in) {
+  const std::uint64_t bits = in.u64("input alias flags");
+  check(bits < (1u << 8), "input alias info with more than 8 flags");
+  auto flag = [bits](int i) { return ((bits >> i) & 1) != 0; };
+  InputAliasInfo info;
+  info.is_leaf = flag(0);
+  info.mutates_data = flag(1);
+  info.mutates_metadata = flag(2);
+  info.mutations_hidden_from_autograd = flag(3);
+  info.mutations_under_no_grad_or_inference_mode = flag(4);
+  info.mutates_storage_metadata = flag(5);
+  info.requires_grad = flag(6);
+  info.keep_input_mutations = flag(7);
+  return info;
 }
 
-ViewAndMutationMeta meta_from_json(const Json& j, const std::vector<at::Tensor>& tensors) {
+// An optional as 0 (none) or value + 1.
+void put_optional(ByteWriter& out, std::optional<std::size_t> v) { out.u64(v ? *v + 1 : 0); }
+std::optional<std::size_t> get_optional(ByteReader& in, const char* what) {
+  const std::uint64_t v = in.u64(what);
+  if (v == 0) return std::nullopt;
+  return static_cast<std::size_t>(v - 1);
+}
+
+void put_meta(ByteWriter& out, const ViewAndMutationMeta& m, DataWriter& data) {
+  out.list(m.input_info, [&](const InputAliasInfo& in) { put_input_info(out, in); });
+  out.list(m.output_info, [&](const OutputAliasInfo& o) {
+    const auto type = std::find(kOutputTypes.begin(), kOutputTypes.end(), o.output_type);
+    out.u64(static_cast<std::uint64_t>(type - kOutputTypes.begin()));
+    put_optional(out, o.base_idx);
+    out.boolean(o.requires_grad);
+    put_meta(out, o.meta);
+    out.boolean(o.view_replay.has_value());
+    if (o.view_replay) put_graph(out, o.view_replay->graph(), data);
+  });
+  out.u64(m.num_intermediate_bases);
+  out.boolean(m.keep_input_mutations);
+  out.list(m.traced_tangents, [&](const TensorMeta& t) { put_meta(out, t); });
+  out.boolean(m.is_train);
+  out.u64(m.grad_enabled_mutation ? (*m.grad_enabled_mutation ? 2 : 1) : 0);
+}
+
+ViewAndMutationMeta get_meta(ByteReader& in, DataReader& data) {
   ViewAndMutationMeta m;
-  for (const Json& in : j.at("input_info")) m.input_info.push_back(input_info_from_json(in));
-  m.num_intermediate_bases = j.at("num_intermediate_bases").get<std::size_t>();
-  for (const Json& o : j.at("output_info")) {
+  m.input_info = in.list("input info", [&] { return get_input_info(in); });
+  m.output_info = in.list("output info", [&] {
     OutputAliasInfo out;
-    out.output_type = output_type_from(o.at("type").get<std::string>());
-    if (!o.at("base_idx").is_null()) out.base_idx = o.at("base_idx").get<std::size_t>();
-    out.requires_grad = o.at("requires_grad").get<bool>();
-    out.meta = meta_from_json(o.at("meta"));
-    if (!o.at("view_replay").is_null())
-      out.view_replay = ViewReplay(graph_from_json(o.at("view_replay"), tensors, "view replay"));
-    m.output_info.push_back(std::move(out));
-  }
-  m.keep_input_mutations = j.at("keep_input_mutations").get<bool>();
-  for (const Json& t : j.at("traced_tangents")) m.traced_tangents.push_back(meta_from_json(t));
-  m.is_train = j.at("is_train").get<bool>();
-  if (!j.at("grad_enabled_mutation").is_null()) m.grad_enabled_mutation = j.at("grad_enabled_mutation").get<bool>();
+    const std::uint64_t type = in.u64("output type");
+    check(type < kOutputTypes.size(), fmt::format("unknown output type {}", type));
+    out.output_type = kOutputTypes[type];
+    out.base_idx = get_optional(in, "output base index");
+    out.requires_grad = in.boolean("output requires_grad");
+    out.meta = get_meta(in);
+    if (in.boolean("output view replay"))
+      out.view_replay = ViewReplay(graph_from_record(get_graph_record(in), data, "view replay"));
+    return out;
+  });
+  m.num_intermediate_bases = in.u64("intermediate bases");
+  m.keep_input_mutations = in.boolean("keep_input_mutations");
+  m.traced_tangents = in.list("traced tangents", [&] { return get_meta(in); });
+  m.is_train = in.boolean("is_train");
+  const std::uint64_t grad_enabled = in.u64("grad_enabled_mutation");
+  check(grad_enabled <= 2, "grad_enabled_mutation out of range");
+  if (grad_enabled) m.grad_enabled_mutation = grad_enabled == 2;
   // Where each aliased output's base is: the runtime indexes with these.
   for (std::size_t k = 0; k < m.output_info.size(); ++k) {
     const OutputAliasInfo& out = m.output_info[k];
@@ -273,39 +428,50 @@ ViewAndMutationMeta meta_from_json(const Json& j, const std::vector<at::Tensor>&
     check(out.base_idx && *out.base_idx < bound, fmt::format("output {} has no valid base index", k));
   }
   try {
-    for (const InputAliasInfo& in : m.input_info) (void)in.mutation_type();
+    for (const InputAliasInfo& info : m.input_info) (void)info.mutation_type();
   } catch (const std::exception& e) { malformed(fmt::format("input metadata: {}", e.what())); }
   m.finalize();  // the derived lists are recomputed, never read
   return m;
 }
 
-// --- Runtime plans ------------------------------------------------------------------------------
-
-Json plan_to_json(const RuntimePlan& plan) {
-  if (const auto* d = std::get_if<DedupeInfo>(&plan))
-    return {{"dedupe",
-             {{"specialized", d->specialized},
-              {"keep_arg_mask", d->keep_arg_mask},
-              {"add_dupe_map", d->add_dupe_map},
-              {"first_occurrence", d->first_occurrence}}}};
-  const auto& s = std::get<SyntheticBaseInfo>(plan);
-  Json outer = Json::array();
-  for (const InputAliasInfo& in : s.outer_input_info) outer.push_back(input_info_to_json(in));
-  return {{"synthetic_base",
-           {{"needed", s.needed},
-            {"is_inference", s.is_inference},
-            {"outer_input_info", std::move(outer)},
-            {"aliased_with_metadata_mutations", s.aliased_arg_idx_with_metadata_mutations}}}};
+void put_bools(ByteWriter& out, const std::vector<bool>& v) {
+  out.u64(v.size());
+  for (bool b : v) out.boolean(b);
+}
+std::vector<bool> get_bools(ByteReader& in, const char* what) {
+  const std::size_t n = in.count(what);
+  std::vector<bool> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = in.boolean(what);
+  return v;
 }
 
-RuntimePlan plan_from_json(const Json& j) {
-  if (j.contains("dedupe")) {
-    const Json& d = j.at("dedupe");
+enum class PlanKind : std::uint8_t { dedupe = 0, synthetic_base = 1 };
+
+void put_plan(ByteWriter& out, const RuntimePlan& plan) {
+  if (const auto* d = std::get_if<DedupeInfo>(&plan)) {
+    out.u64(static_cast<std::uint64_t>(PlanKind::dedupe));
+    out.boolean(d->specialized);
+    put_bools(out, d->keep_arg_mask);
+    out.u64s(d->add_dupe_map);
+    out.u64s(d->first_occurrence);
+    return;
+  }
+  const auto& sb = std::get<SyntheticBaseInfo>(plan);
+  out.u64(static_cast<std::uint64_t>(PlanKind::synthetic_base));
+  out.boolean(sb.needed);
+  out.boolean(sb.is_inference);
+  out.list(sb.outer_input_info, [&](const InputAliasInfo& in) { put_input_info(out, in); });
+  out.u64s(sb.aliased_arg_idx_with_metadata_mutations);
+}
+
+RuntimePlan get_plan(ByteReader& in) {
+  const std::uint64_t kind = in.u64("runtime plan kind");
+  if (kind == static_cast<std::uint64_t>(PlanKind::dedupe)) {
     DedupeInfo info;
-    info.specialized = d.at("specialized").get<bool>();
-    info.keep_arg_mask = d.at("keep_arg_mask").get<std::vector<bool>>();
-    info.add_dupe_map = d.at("add_dupe_map").get<std::vector<std::size_t>>();
-    info.first_occurrence = d.at("first_occurrence").get<std::vector<std::size_t>>();
+    info.specialized = in.boolean("dedupe specialized");
+    info.keep_arg_mask = get_bools(in, "dedupe keep_arg_mask");
+    info.add_dupe_map = in.u64s("dedupe add_dupe_map");
+    info.first_occurrence = in.u64s("dedupe first_occurrence");
     const std::size_t n = info.first_occurrence.size();
     check(info.keep_arg_mask.size() == n && info.add_dupe_map.size() == n, "dedupe plan of inconsistent lengths");
     std::size_t kept = 0;
@@ -315,41 +481,73 @@ RuntimePlan plan_from_json(const Json& j) {
             "dedupe plan index out of range");
     return info;
   }
-  const Json& s = j.at("synthetic_base");
+  check(kind == static_cast<std::uint64_t>(PlanKind::synthetic_base), fmt::format("unknown runtime plan {}", kind));
   SyntheticBaseInfo info;
-  info.needed = s.at("needed").get<bool>();
-  info.is_inference = s.at("is_inference").get<bool>();
-  for (const Json& in : s.at("outer_input_info")) info.outer_input_info.push_back(input_info_from_json(in));
-  info.aliased_arg_idx_with_metadata_mutations =
-      s.at("aliased_with_metadata_mutations").get<std::vector<std::size_t>>();
+  info.needed = in.boolean("synthetic base needed");
+  info.is_inference = in.boolean("synthetic base is_inference");
+  info.outer_input_info = in.list("synthetic base inputs", [&] { return get_input_info(in); });
+  info.aliased_arg_idx_with_metadata_mutations = in.u64s("synthetic base aliased inputs");
   for (std::size_t i : info.aliased_arg_idx_with_metadata_mutations)
     check(i < info.outer_input_info.size(), "synthetic base plan index out of range");
   return info;
 }
 
-// The graphs' arities against the metadata the runtime indexes them with.
-void check_consistent(const CompiledArtifact& a) {
+// What the runtime reads without the graphs, against the metadata it indexes with.
+void check_consistent_header(const CompiledArtifact& a) {
   const std::size_t num_inputs = a.meta.input_info.size();
   check(a.input_devices.size() == num_inputs, "one input device per input expected");
-  const TracedProgram& t = a.traced;
-  if (!t.joint) {
-    check(t.inference_graph != nullptr, "an inference artifact without its graph");
-    check(t.inference_graph->inputs().size() == num_inputs, "inference graph inputs differ from the metadata");
-    check(t.inference_graph->outputs().size() == a.meta.num_forward_returns,
-          "inference graph outputs differ from the metadata");
-    return;
+  for (std::size_t i : a.grad_inputs) check(i < num_inputs, "gradient of a missing input");
+  for (std::size_t k : a.undefined_grads) check(k < a.grad_inputs.size(), "undefined gradient out of range");
+}
+
+// What a graph decoder checks the graphs against (not the artifact: it may be copied or gone).
+struct GraphFacts {
+  std::string name;
+  bool training = false;
+  std::size_t num_inputs = 0, num_forward_returns = 0, num_tangents = 0, num_saved = 0;
+  std::vector<std::size_t> grad_inputs, undefined_grads;
+
+  explicit GraphFacts(const CompiledArtifact& a)
+      : name(a.name),
+        training(a.training),
+        num_inputs(a.meta.input_info.size()),
+        num_forward_returns(a.meta.num_forward_returns),
+        num_saved(a.num_saved),
+        grad_inputs(a.grad_inputs),
+        undefined_grads(a.undefined_grads) {
+    if (!a.training) return;
+    for (bool t : forward_tangent_mask(a.meta)) num_tangents += t ? 1 : 0;
   }
-  check(a.partition != nullptr, "a training artifact without its partition");
-  const PartitionResult& p = *a.partition;
-  std::size_t num_tangents = 0;
-  for (bool t : forward_tangent_mask(a.meta)) num_tangents += t ? 1 : 0;
-  check(p.forward.inputs().size() == num_inputs, "forward graph inputs differ from the metadata");
-  check(p.forward.outputs().size() == a.meta.num_forward_returns + p.saved_values.size(),
-        "forward graph outputs differ from the metadata");
-  check(p.backward.inputs().size() == p.saved_values.size() + num_tangents, "backward graph inputs differ");
-  check(p.backward.outputs().size() == t.grad_inputs.size(), "backward graph outputs differ from the gradients");
-  for (std::size_t i : t.grad_inputs) check(i < num_inputs, "gradient of a missing input");
-  for (std::size_t k : t.undefined_grads) check(k < t.grad_inputs.size(), "undefined gradient out of range");
+
+  // The graphs' arities against the metadata the runtime indexes them with.
+  void check_inference_graph(const Graph& g) const {
+    check(g.inputs().size() == num_inputs, "inference graph inputs differ from the metadata");
+    check(g.outputs().size() == num_forward_returns, "inference graph outputs differ from the metadata");
+  }
+  // The graph records hold what the header says the artifact is.
+  void check_records(const Json& records) const {
+    const bool joint = !records.at("joint").is_null(), partition = !records.at("partition").is_null(),
+               inference = !records.at("inference_graph").is_null();
+    check(training == joint && training == partition && training != inference,
+          training ? "a training artifact without its joint graph and partition"
+                   : "an inference artifact without its graph, or with a joint graph");
+  }
+  void check_partition(const PartitionResult& p) const {
+    check(p.saved_values.size() == num_saved, "saved values differ from the header's count");
+    check(p.forward.inputs().size() == num_inputs, "forward graph inputs differ from the metadata");
+    check(p.forward.outputs().size() == num_forward_returns + p.saved_values.size(),
+          "forward graph outputs differ from the metadata");
+    check(p.backward.inputs().size() == p.saved_values.size() + num_tangents, "backward graph inputs differ");
+    check(p.backward.outputs().size() == grad_inputs.size(), "backward graph outputs differ from the gradients");
+  }
+};
+
+// Runs a graph decoder, naming the artifact and where it came from in its error.
+template <typename F>
+auto decoding(const std::string& origin, const std::string& name, F&& decode) {
+  try {
+    return decode();
+  } catch (const std::exception& e) { throw ArtifactFormatError(fmt::format("{} ({}): {}", origin, name, e.what())); }
 }
 
 }  // namespace
@@ -357,98 +555,144 @@ void check_consistent(const CompiledArtifact& a) {
 int artifact_schema_version() { return kArtifactSchema; }
 
 std::string serialize_artifact(const CompiledArtifact& a) {
-  TensorWriter tensors;
-  Json j;
-  j["schema"] = kArtifactSchema;
-  j["name"] = a.name;
-  Json wrappers = Json::array();
-  for (const RuntimePlan& plan : a.wrappers) wrappers.push_back(plan_to_json(plan));
-  j["wrappers"] = std::move(wrappers);
-  j["meta"] = meta_to_json(a.meta, tensors);
-  const TracedProgram& t = a.traced;
-  j["trace_joint"] = a.training();
-  j["joint"] = t.joint ? Json{{"graph", graph_to_json(t.joint->graph, tensors)},
-                              {"num_primals", t.joint->num_primals},
-                              {"num_fwd_outputs", t.joint->num_fwd_outputs}}
-                       : Json(nullptr);
-  if (a.partition) {
-    const PartitionResult& p = *a.partition;
-    j["partition"] = {{"forward", graph_to_json(p.forward, tensors)},
-                      {"backward", graph_to_json(p.backward, tensors)},
-                      {"num_fwd_outputs", p.num_fwd_outputs},
-                      {"saved_values", p.saved_values},
-                      {"saved_bytes", p.saved_bytes},
-                      {"recomputed", p.recomputed}};
-  } else {
-    j["partition"] = nullptr;
+  DataWriter data;
+  ByteWriter h;  // the header after the schema and the graph records' place
+  h.str(a.name);
+  h.list(a.wrappers, [&](const RuntimePlan& plan) { put_plan(h, plan); });
+  put_meta(h, a.meta, data);
+  h.boolean(a.training);
+  h.u64s(a.grad_inputs);
+  h.u64s(a.undefined_grads);
+  h.u64(a.num_saved);
+  h.list(a.input_devices, [&](const c10::Device& d) { h.str(d.str()); });
+  h.u64(a.cpu_fallbacks.size());
+  for (const auto& [op, calls] : a.cpu_fallbacks) {
+    h.str(op);
+    h.u64(calls);
   }
-  j["inference_graph"] = t.inference_graph ? graph_to_json(*t.inference_graph, tensors) : Json(nullptr);
-  j["grad_inputs"] = t.grad_inputs;
-  j["undefined_grads"] = t.undefined_grads;
-  Json devices = Json::array();
-  for (const c10::Device& d : a.input_devices) devices.push_back(d.str());
-  j["input_devices"] = std::move(devices);
-  j["cpu_fallbacks"] = a.cpu_fallbacks;
-  j["tensors"] = tensors.take_records();
-  const std::vector<std::uint8_t> cbor = Json::to_cbor(j);
+  h.list(a.backend_notes, [&](const std::string& note) { h.str(note); });
+  // The graphs' records: a CBOR document of their own in the data, read only when a graph is.
+  const TracedProgram& t = a.traced();
+  Json graphs;
+  graphs["joint"] = t.joint ? Json{{"graph", graph_to_json(t.joint->graph, data)},
+                                   {"num_primals", t.joint->num_primals},
+                                   {"num_fwd_outputs", t.joint->num_fwd_outputs}}
+                            : Json(nullptr);
+  if (const auto& partition = a.partition()) {
+    const PartitionResult& p = *partition;
+    graphs["partition"] = {{"forward", graph_to_json(p.forward, data)},
+                           {"backward", graph_to_json(p.backward, data)},
+                           {"num_fwd_outputs", p.num_fwd_outputs},
+                           {"saved_values", p.saved_values},
+                           {"saved_bytes", p.saved_bytes},
+                           {"recomputed", p.recomputed}};
+  } else {
+    graphs["partition"] = nullptr;
+  }
+  graphs["inference_graph"] = t.inference_graph ? graph_to_json(*t.inference_graph, data) : Json(nullptr);
+  graphs["tensors"] = data.take_records();
+  const std::vector<std::uint8_t> graphs_cbor = Json::to_cbor(graphs);
+  const Json where = data.add_bytes({reinterpret_cast<const char*>(graphs_cbor.data()), graphs_cbor.size()});
+  ByteWriter start;
+  start.u64(kArtifactSchema);
+  start.u64(where[0].get<std::uint64_t>());
+  start.u64(where[1].get<std::uint64_t>());
+  const std::string header = start.take() + h.take();
   std::string bytes;
-  const std::uint64_t cbor_length = cbor.size();
-  bytes.reserve(sizeof cbor_length + cbor.size() + tensors.data().size());
-  bytes.append(reinterpret_cast<const char*>(&cbor_length), sizeof cbor_length);
-  bytes.append(reinterpret_cast<const char*>(cbor.data()), cbor.size());
-  bytes += tensors.data();
+  const std::uint64_t header_length = header.size();
+  bytes.reserve(sizeof header_length + header.size() + data.data().size());
+  bytes.append(reinterpret_cast<const char*>(&header_length), sizeof header_length);
+  bytes += header;
+  bytes += data.data();
   return bytes;
 }
 
-CompiledArtifact deserialize_artifact(std::string_view bytes) {
+CompiledArtifact deserialize_artifact(std::shared_ptr<const std::string> owner, std::string_view bytes,
+                                      std::string origin) {
   try {
-    std::uint64_t cbor_length = 0;
-    check(bytes.size() >= sizeof cbor_length, "shorter than its header");
-    std::memcpy(&cbor_length, bytes.data(), sizeof cbor_length);
-    bytes.remove_prefix(sizeof cbor_length);
-    check(cbor_length <= bytes.size(), "structure longer than the artifact");
-    const std::string_view data_section = bytes.substr(cbor_length);
-    const Json j = parse_cbor(bytes.substr(0, cbor_length));
-    check(j.is_object(), "not an object");
-    check(j.at("schema").get<int>() == kArtifactSchema,
-          fmt::format("schema {} (this build reads {})", j.at("schema").dump(), kArtifactSchema));
-    std::vector<at::Tensor> tensors;
-    for (const Json& t : j.at("tensors")) tensors.push_back(tensor_from_json(t, data_section));
+    std::uint64_t header_length = 0;
+    check(bytes.size() >= sizeof header_length, "shorter than its header");
+    std::memcpy(&header_length, bytes.data(), sizeof header_length);
+    bytes.remove_prefix(sizeof header_length);
+    check(header_length <= bytes.size(), "header longer than the artifact");
+    ByteReader in(bytes.substr(0, header_length));
+    const std::string_view data_section = bytes.substr(header_length);
+    const std::uint64_t schema = in.u64("schema");
+    check(schema == kArtifactSchema, fmt::format("schema {} (this build reads {})", schema, kArtifactSchema));
+    const std::uint64_t records_offset = in.u64("graph records offset");
+    const std::string_view graph_records =
+        section_of(records_offset, in.u64("graph records length"), data_section, "graph records");
+    auto data = std::make_shared<DataReader>(std::move(owner), data_section, graph_records);
     CompiledArtifact a;
-    a.name = j.at("name").get<std::string>();
-    for (const Json& plan : j.at("wrappers")) a.wrappers.push_back(plan_from_json(plan));
-    a.meta = meta_from_json(j.at("meta"), tensors);
-    const bool training = j.at("trace_joint").get<bool>();
-    if (const Json& joint = j.at("joint"); !joint.is_null()) {
-      a.traced.joint = std::make_shared<const JointGraph>(
-          JointGraph{graph_from_json(joint.at("graph"), tensors, "joint"), joint.at("num_primals").get<std::size_t>(),
-                     joint.at("num_fwd_outputs").get<std::size_t>()});
+    a.name = in.str("name");
+    a.wrappers = in.list("runtime plans", [&] { return get_plan(in); });
+    a.meta = get_meta(in, *data);
+    a.training = in.boolean("training");
+    a.grad_inputs = in.u64s("grad_inputs");
+    a.undefined_grads = in.u64s("undefined_grads");
+    a.num_saved = in.u64("num_saved");
+    a.input_devices = in.list("input devices", [&] { return c10::Device(std::string(in.str("input device"))); });
+    const std::size_t fallbacks = in.count("cpu fallbacks", 2);
+    for (std::size_t i = 0; i < fallbacks; ++i) {
+      std::string op(in.str("cpu fallback op"));
+      a.cpu_fallbacks[std::move(op)] = in.u64("cpu fallback calls");
     }
-    check(training == a.training(),
-          training ? "a training artifact without its joint graph" : "an inference artifact with a joint graph");
-    if (const Json& p = j.at("partition"); !p.is_null()) {
-      PartitionResult r;
-      r.forward = graph_from_json(p.at("forward"), tensors, "forward");
-      r.backward = graph_from_json(p.at("backward"), tensors, "backward");
-      r.num_fwd_outputs = p.at("num_fwd_outputs").get<std::size_t>();
-      r.saved_values = p.at("saved_values").get<std::vector<std::string>>();
-      r.saved_bytes = p.at("saved_bytes").get<int64_t>();
-      r.recomputed = p.at("recomputed").get<std::vector<std::string>>();
-      a.partition = std::make_shared<const PartitionResult>(std::move(r));
-    }
-    if (const Json& g = j.at("inference_graph"); !g.is_null())
-      a.traced.inference_graph = std::make_shared<const Graph>(graph_from_json(g, tensors, "inference"));
-    a.traced.grad_inputs = j.at("grad_inputs").get<std::vector<std::size_t>>();
-    a.traced.undefined_grads = j.at("undefined_grads").get<std::vector<std::size_t>>();
-    for (const Json& d : j.at("input_devices")) a.input_devices.emplace_back(d.get<std::string>());
-    a.cpu_fallbacks = j.at("cpu_fallbacks").get<CpuFallbackCounts>();
-    check_consistent(a);
+    a.backend_notes = in.list("backend notes", [&] { return std::string(in.str("backend note")); });
+    check(in.done(), "bytes after the header's end");
+    check_consistent_header(a);
+
+    // The graphs, decoded on first use. The decoders hold what they read: the records, the data,
+    // and the facts they check the graphs against.
+    auto header = std::make_shared<const GraphFacts>(a);
+    a.set_graph_decoders(
+        [origin, header, data] {
+          return decoding(origin, header->name, [&] {
+            const Json& records = data->graph_records();
+            header->check_records(records);
+            TracedProgram t;
+            t.grad_inputs = header->grad_inputs;
+            t.undefined_grads = header->undefined_grads;
+            if (const Json& joint = records.at("joint"); !joint.is_null()) {
+              t.joint = std::make_shared<const JointGraph>(JointGraph{
+                  graph_from_json(joint.at("graph"), *data, "joint"), joint.at("num_primals").get<std::size_t>(),
+                  joint.at("num_fwd_outputs").get<std::size_t>()});
+            } else {
+              auto g =
+                  std::make_shared<const Graph>(graph_from_json(records.at("inference_graph"), *data, "inference"));
+              header->check_inference_graph(*g);
+              t.inference_graph = std::move(g);
+            }
+            return t;
+          });
+        },
+        [origin, header, data]() -> std::shared_ptr<const PartitionResult> {
+          return decoding(origin, header->name, [&]() -> std::shared_ptr<const PartitionResult> {
+            const Json& records = data->graph_records();
+            header->check_records(records);
+            const Json& p = records.at("partition");
+            if (p.is_null()) return nullptr;
+            auto r = std::make_shared<PartitionResult>();
+            r->forward = graph_from_json(p.at("forward"), *data, "forward");
+            r->backward = graph_from_json(p.at("backward"), *data, "backward");
+            r->num_fwd_outputs = p.at("num_fwd_outputs").get<std::size_t>();
+            r->saved_values = p.at("saved_values").get<std::vector<std::string>>();
+            r->saved_bytes = p.at("saved_bytes").get<int64_t>();
+            r->recomputed = p.at("recomputed").get<std::vector<std::string>>();
+            header->check_partition(*r);
+            return r;
+          });
+        });
     return a;
   } catch (const ArtifactFormatError&) {
     throw;
   } catch (const std::exception& e) {  // nlohmann's type/parse errors, c10::Error (devices), ...
     malformed(e.what());
   }
+}
+
+CompiledArtifact deserialize_artifact(std::string_view bytes) {
+  auto owner = std::make_shared<const std::string>(bytes);
+  return deserialize_artifact(owner, *owner);
 }
 
 }  // namespace aotpipe

@@ -11,6 +11,9 @@
 #include <fmt/format.h>
 #include <torch/headeronly/version.h>
 
+#include <mutex>
+#include <unordered_map>
+
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
@@ -65,6 +68,21 @@ std::string program_ingredient(const Graph& graph) {
   return fmt::format("graph {} constants {}", content_hash_hex(canonical_graph_text(graph)), constants_digest(graph));
 }
 
+// Whether every stage of `pipeline_text` is built in (else the key cannot name what the stages
+// do). Remembered per text: every lookup asks, and a process has few pipelines.
+bool is_built_in_pipeline(std::string_view pipeline_text) {
+  static std::mutex mutex;
+  static std::unordered_map<std::string, bool> known;
+  std::lock_guard lock(mutex);
+  auto it = known.find(std::string(pipeline_text));
+  if (it != known.end()) return it->second;
+  bool built_in = true;
+  try {
+    (void)compile_stage_registry().parse(pipeline_text, "aot");
+  } catch (const std::exception&) { built_in = false; }
+  return known.emplace(std::string(pipeline_text), built_in).first->second;
+}
+
 }  // namespace
 
 std::string content_hash_hex(std::string_view bytes) {
@@ -94,9 +112,7 @@ std::string CacheKey::explain() const {
 CacheKeyOrBypass make_cache_key(const Graph* program, const Function& fn, const TensorList& args,
                                 const AotConfig& config, std::string_view pipeline_text) {
   CacheKeyOrBypass out;
-  try {
-    (void)compile_stage_registry().parse(pipeline_text, "aot");
-  } catch (const std::exception& e) {
+  if (!is_built_in_pipeline(pipeline_text)) {
     out.bypass_reason = fmt::format("the pipeline '{}' has stages that are not built in", pipeline_text);
     return out;
   }

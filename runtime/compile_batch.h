@@ -37,7 +37,7 @@ struct StageTime {
 struct CompileResult {
   std::string name;
   JobStatus status = JobStatus::Cancelled;
-  std::optional<CompileOutput> output;  // Succeeded only: call output->runtime, inspect output->state
+  std::optional<CompileOutput> output;  // Succeeded only: call output->runtime, inspect output->state()
   std::string failed_stage;             // the stage that raised, when one did
   std::string message;                  // all but Succeeded: names the job and the stage
   std::exception_ptr error;             // all but Succeeded

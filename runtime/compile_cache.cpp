@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -39,24 +40,50 @@ std::optional<T> take(std::string_view& in) {
   return value;
 }
 
-std::optional<std::string> read_file(const fs::path& path) {
+struct FileContents {
+  std::string bytes;
+  struct timespec mtime {};
+};
+
+std::optional<FileContents> read_file(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return std::nullopt;
-  std::string bytes;
+  FileContents file;
   struct stat st {};
-  if (::fstat(fd, &st) == 0) bytes.reserve(static_cast<std::size_t>(st.st_size));
-  char buffer[1 << 16];
+  if (::fstat(fd, &st) != 0) {
+    ::close(fd);
+    return std::nullopt;
+  }
+  file.mtime = st.st_mtim;
+  // Read straight into the string: entries are read whole, some are megabytes of constants.
+  std::size_t size = static_cast<std::size_t>(st.st_size), done = 0;
+  file.bytes.resize(size);
   for (;;) {
-    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (done == size) {  // the file may have grown since fstat: read on until the end
+      size = size * 2 + 4096;
+      file.bytes.resize(size);
+    }
+    const ssize_t n = ::read(fd, file.bytes.data() + done, size - done);
     if (n < 0) {
       ::close(fd);
       return std::nullopt;
     }
     if (n == 0) break;
-    bytes.append(buffer, static_cast<std::size_t>(n));
+    done += static_cast<std::size_t>(n);
   }
   ::close(fd);
-  return bytes;
+  file.bytes.resize(done);
+  return file;
+}
+
+// A hit refreshes its entry's time (eviction removes the least recently used first) only when
+// the time is older than this: eviction needs no finer order, and hits then cost no writes.
+constexpr std::int64_t kRefreshAfterSeconds = 3600;
+
+bool needs_refresh(const struct timespec& mtime) {
+  const auto now =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch());
+  return now.count() - mtime.tv_sec > kRefreshAfterSeconds;
 }
 
 bool write_all(int fd, std::string_view bytes) {
@@ -118,9 +145,15 @@ fs::path CompileCache::default_directory() {
   return fs::temp_directory_path() / "aotpipe-compile-cache";
 }
 
-fs::path CompileCache::entry_path(std::string_view digest) const {
+fs::path CompileCache::entry_path(std::string_view digest) const { return entry_file(digest); }
+
+std::string CompileCache::entry_file(std::string_view digest) const {
+  // Built as a string: std::filesystem's operator/ splits and copies the path at every step.
   const std::string_view shard = digest.substr(0, std::min<std::size_t>(2, digest.size()));
-  return directory_ / fmt::format("v{}", kEntryVersion) / shard / fmt::format("{}{}", digest, kEntrySuffix);
+  std::string path = directory_.native();
+  if (!path.empty() && path.back() != '/') path += '/';
+  fmt::format_to(std::back_inserter(path), "v{}/{}/{}{}", kEntryVersion, shard, digest, kEntrySuffix);
+  return path;
 }
 
 void CompileCache::warn(std::string_view message) const {
@@ -147,7 +180,8 @@ struct Opened {
   std::string why;
 };
 
-Opened open_entry(std::string_view in, const CacheKey& key) {
+Opened open_entry(const std::shared_ptr<const std::string>& entry, const CacheKey& key, std::string origin) {
+  std::string_view in = *entry;
   if (in.size() < sizeof kMagic || std::memcmp(in.data(), kMagic, sizeof kMagic) != 0)
     return {nullptr, "not an aotpipe cache entry"};
   in.remove_prefix(sizeof kMagic);
@@ -167,7 +201,7 @@ Opened open_entry(std::string_view in, const CacheKey& key) {
     return {nullptr, fmt::format("truncated: {} payload bytes of {}", in.size(), *payload_length)};
   if (content_hash_hex(in) != checksum) return {nullptr, "checksum mismatch"};
   try {
-    return {std::make_shared<CompiledArtifact>(deserialize_artifact(in)), ""};
+    return {std::make_shared<CompiledArtifact>(deserialize_artifact(entry, in, std::move(origin))), ""};
   } catch (const std::exception& e) { return {nullptr, e.what()}; }
 }
 
@@ -188,16 +222,17 @@ std::string make_entry(const CacheKey& key, const CompiledArtifact& artifact) {
 }  // namespace
 
 std::shared_ptr<CompiledArtifact> CompileCache::load(const CacheKey& key, std::string* warning) {
-  const fs::path path = entry_path(key.digest);
-  if (std::optional<std::string> bytes = read_file(path)) {
-    Opened opened = open_entry(*bytes, key);
+  const std::string path = entry_file(key.digest);
+  if (std::optional<FileContents> file = read_file(path)) {
+    Opened opened = open_entry(std::make_shared<const std::string>(std::move(file->bytes)), key,
+                               fmt::format("compile cache entry {}", path));
     if (opened.artifact) {
-      ::utimensat(AT_FDCWD, path.c_str(), nullptr, 0);  // recently used: evicted last
+      if (needs_refresh(file->mtime)) ::utimensat(AT_FDCWD, path.c_str(), nullptr, 0);  // used: evicted last
       return opened.artifact;
     }
     rejected_.fetch_add(1);
-    const std::string message = fmt::format("compile cache entry {} is unusable ({}); compiling again and replacing it",
-                                            path.string(), opened.why);
+    const std::string message =
+        fmt::format("compile cache entry {} is unusable ({}); compiling again and replacing it", path, opened.why);
     warn(message);
     if (warning) *warning = message;
     ::unlink(path.c_str());
@@ -206,15 +241,17 @@ std::shared_ptr<CompiledArtifact> CompileCache::load(const CacheKey& key, std::s
 }
 
 std::shared_ptr<CompiledArtifact> CompileCache::load_remote(const CacheKey& key, std::string* warning) {
-  std::optional<std::string> bytes;
+  std::optional<std::string> fetched;
   try {
-    bytes = remote_->get(key.digest);
+    fetched = remote_->get(key.digest);
   } catch (const RemoteCacheError& e) {
     remote_failed(e);
     return nullptr;
   }
-  if (!bytes) return nullptr;
-  Opened opened = open_entry(*bytes, key);
+  if (!fetched) return nullptr;
+  const auto bytes = std::make_shared<const std::string>(std::move(*fetched));
+  Opened opened =
+      open_entry(bytes, key, fmt::format("remote compile cache entry {} on {}", key.digest, remote_->describe()));
   if (!opened.artifact) {
     rejected_.fetch_add(1);
     const std::string message =

@@ -12,7 +12,8 @@
 // wrong-version entry is removed and recompiled with a warning, never trusted. Writes are
 // atomic (a temporary file in the entry's folder, then rename), so concurrent processes and a
 // process killed mid-write leave only whole entries. The folder is kept under a size bound by
-// removing the least recently used entries (a hit refreshes an entry's time), as ccache does.
+// removing the least recently used entries (a hit refreshes an entry's time when it is more
+// than an hour old), as ccache does.
 // Within a process, identical compiles in flight at the same time compile once (single flight).
 //
 // Thread-safe: one CompileCache may serve every compile of a process.
@@ -138,6 +139,7 @@ class CompileCache {
   };
 
  private:
+  std::string entry_file(std::string_view digest) const;  // entry_path, as a string
   void evict_if_needed(std::uint64_t added);
   std::uint64_t scan_bytes() const;
   // Writes a whole entry to `path` atomically; throws on failure.

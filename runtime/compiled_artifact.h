@@ -6,6 +6,7 @@
 //
 //   arguments -> analysis -> joint -> partition -> compile -> CompiledArtifact -> post_compile
 #include <aotpipe/graph/graph.h>
+#include <aotpipe/pipeline/lazy.h>
 #include <aotpipe/stages/common/runtime_plans.h>
 #include <aotpipe/stages/compile_state.h>
 #include <aotpipe/stages/joint/traced_program.h>
@@ -15,6 +16,7 @@
 #include <c10/core/Device.h>
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -24,17 +26,45 @@
 
 namespace aotpipe {
 
+// The graphs of an artifact: training: the joint graph and its partition; inference: the
+// inference graph.
+struct ArtifactGraphs {
+  TracedProgram traced;
+  std::shared_ptr<const PartitionResult> partition;  // training
+};
+
 struct CompiledArtifact {
   std::string name;
-  std::vector<RuntimePlan> wrappers;                 // the analysis stages' post-compile halves, outermost first
-  ViewAndMutationMeta meta;                          // of the inner calling convention (after dedupe / synthetic base)
-  TracedProgram traced;                              // training: the joint graph; inference: the inference graph
-  std::shared_ptr<const PartitionResult> partition;  // training
+  std::vector<RuntimePlan> wrappers;  // the analysis stages' post-compile halves, outermost first
+  ViewAndMutationMeta meta;           // of the inner calling convention (after dedupe / synthetic base)
   // The device of each input it was compiled for (inner convention; CPU for undefined ones).
   std::vector<c10::Device> input_devices;
   CpuFallbackCounts cpu_fallbacks;
+  std::vector<std::string> backend_notes;  // what the backend compilers said (CompiledGraphs::notes)
 
-  bool training() const noexcept { return traced.training(); }
+  // What post_compile needs besides the graphs, so that a cache hit builds its callable without
+  // decoding one (they equal traced()'s and partition()'s).
+  bool training = false;
+  std::vector<std::size_t> grad_inputs;      // training: the primal each gradient is for
+  std::vector<std::size_t> undefined_grads;  // training: gradients autograd left undefined
+  std::size_t num_saved = 0;                 // training: values the forward saves for the backward
+
+  // The graphs. A compile's artifact has them from the start; a cache hit's decodes (and
+  // verifies) them on first use, each group once, and throws ArtifactFormatError then if one is
+  // malformed. Both may be called from any thread.
+  const TracedProgram& traced() const { return traced_.get(); }
+  const std::shared_ptr<const PartitionResult>& partition() const { return partition_.get(); }
+  // Whether traced() / partition() would decode (a cache hit that has not needed them yet).
+  bool graphs_decoded() const { return traced_.is_made() && partition_.is_made(); }
+
+  // The graphs as they are (a compile), or as functions that decode them (deserialize_artifact).
+  void set_graphs(ArtifactGraphs graphs);
+  void set_graph_decoders(std::function<TracedProgram()> traced,
+                          std::function<std::shared_ptr<const PartitionResult>()> partition);
+
+ private:
+  Lazy<TracedProgram> traced_;
+  Lazy<std::shared_ptr<const PartitionResult>> partition_;
 };
 
 // Why a finished compile cannot be an artifact (a runtime wrapper that is a closure, not a
@@ -51,13 +81,18 @@ class ArtifactFormatError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// The artifact as bytes (CBOR: graphs in the text form, tensor constants as raw bytes) and
-// back. deserialize_artifact reads untrusted bytes: it never executes anything from them,
-// checks every index against the graphs and the metadata, and throws ArtifactFormatError
-// (never crashes) on anything malformed.
+// The artifact as bytes (CBOR for the structure; graphs in the text form and tensor constants as
+// raw bytes after it) and back. deserialize_artifact reads untrusted bytes: it never executes
+// anything from them, checks every field and index, and throws ArtifactFormatError (never
+// crashes) on anything malformed. It reads the structure at once and leaves the graphs and
+// their constants to the first traced() / partition(), which check them then (verified graphs,
+// arities against the metadata) and throw ArtifactFormatError naming `origin`.
 std::string serialize_artifact(const CompiledArtifact& artifact);
 // The version of that layout (part of the cache key).
 int artifact_schema_version();
-CompiledArtifact deserialize_artifact(std::string_view bytes);
+// `payload` lies inside `*owner`, which the artifact keeps for its graphs.
+CompiledArtifact deserialize_artifact(std::shared_ptr<const std::string> owner, std::string_view payload,
+                                      std::string origin = "artifact");
+CompiledArtifact deserialize_artifact(std::string_view bytes);  // a copy of `bytes`
 
 }  // namespace aotpipe

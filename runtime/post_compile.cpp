@@ -1,5 +1,6 @@
 #include <aotpipe/runtime/aot_runtime.h>
 #include <aotpipe/runtime/post_compile.h>
+#include <aotpipe/stages/compile/compile_stage.h>
 
 namespace aotpipe {
 
@@ -14,17 +15,33 @@ RuntimeFn post_compile(std::shared_ptr<const CompiledArtifact> artifact, Compile
   return post_compile(std::move(artifact), std::move(graphs), wrappers);
 }
 
+CompiledGraphs compile_on_first_call(std::shared_ptr<const CompiledArtifact> artifact, const AotConfig& config) {
+  const AotConfig resolved = resolve_defaults(config);
+  CompiledGraphs graphs;
+  graphs.notes = artifact->backend_notes;
+  if (!artifact->training) {
+    graphs.forward = compile_on_first_call(
+        resolved.inference_compiler, [artifact]() -> const Graph& { return *artifact->traced().inference_graph; });
+    return graphs;
+  }
+  graphs.forward = compile_on_first_call(resolved.fw_compiler,
+                                         [artifact]() -> const Graph& { return artifact->partition()->forward; });
+  graphs.backward = compile_on_first_call(resolved.bw_compiler,
+                                          [artifact]() -> const Graph& { return artifact->partition()->backward; });
+  return graphs;
+}
+
 std::shared_ptr<const CompileState> state_of(const CompiledArtifact& artifact, const AotConfig& config,
                                              const CompiledGraphs& graphs) {
   auto state = std::make_shared<CompileState>();
   state->name = artifact.name;
   state->config = config;
   state->function.meta = artifact.meta;
-  state->function.needs_autograd = artifact.training();
+  state->function.needs_autograd = artifact.training;
   state->cpu_fallbacks = artifact.cpu_fallbacks;
   for (const RuntimePlan& plan : artifact.wrappers) state->wrappers.push_back(runtime_wrapper(plan));
-  state->traced = artifact.traced;
-  state->partition = artifact.partition;
+  state->traced = artifact.traced();
+  state->partition = artifact.partition();
   state->compiled = graphs;
   return state;
 }

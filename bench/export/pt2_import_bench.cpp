@@ -60,9 +60,9 @@ int main(int argc, char** argv) {
       aotpipe::CompileOutput out;
       const double c = time_ms([&] { out = aotpipe::compile(program.name(), program.flat_function(), args, config); });
       if (r == 0) {
-        if (out.state->partition) {
-          forward = out.state->partition->forward.num_nodes();
-          backward = out.state->partition->backward.num_nodes();
+        if (out.state()->partition) {
+          forward = out.state()->partition->forward.num_nodes();
+          backward = out.state()->partition->backward.num_nodes();
         }
         continue;
       }

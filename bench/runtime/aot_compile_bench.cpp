@@ -29,8 +29,8 @@ void BM_Compile(benchmark::State& state) {
   std::size_t forward_nodes = 0, backward_nodes = 0;
   for (auto _ : state) {
     aotpipe::CompileOutput out = aotpipe::compile("bench", program, inputs, config);
-    forward_nodes = out.state->partition->forward.num_nodes();
-    backward_nodes = out.state->partition->backward.num_nodes();
+    forward_nodes = out.state()->partition->forward.num_nodes();
+    backward_nodes = out.state()->partition->backward.num_nodes();
   }
   state.counters["ops"] = num_ops;
   state.counters["fw_nodes"] = static_cast<double>(forward_nodes);

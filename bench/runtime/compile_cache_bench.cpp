@@ -12,9 +12,7 @@
 #include <aotpipe/runtime/cache_key.h>
 #include <aotpipe/runtime/compile_cache.h>
 #include <aotpipe/runtime/compile_pipeline.h>
-#include <aotpipe/pipeline/sync_wait.h>
 #include <aotpipe/runtime/post_compile.h>
-#include <aotpipe/stages/compile/compile_stage.h>
 #include <aotpipe/stages/partition/min_cut_partition.h>
 
 #include <fmt/format.h>
@@ -102,10 +100,7 @@ Phases warm_phases(const std::vector<CompileJob>& jobs, CompileCache& cache) {
     p.load += ms_since(start);
     if (!artifact) throw std::runtime_error(job.name + ": not in the cache");
     start = Clock::now();
-    CompiledGraphs graphs =
-        sync_wait(compile_graphs(artifact->traced, artifact->partition.get(), job.config, default_compile_scheduler()));
-    const auto state = state_of(*artifact, job.config, graphs);
-    (void)post_compile(artifact, std::move(graphs), state->wrappers);
+    (void)post_compile(artifact, compile_on_first_call(artifact, job.config));
     p.post_compile += ms_since(start);
   }
   return p;

@@ -73,7 +73,8 @@ int run_one(const std::string& name, int64_t batch) {
   const double before = peak_rss_mib();
   std::size_t fallbacks = 0;
   const double ms = median_ms(
-      [&] { fallbacks = total_cpu_fallback_calls(compile(model.name, model.fn, args).state->cpu_fallbacks); }, repeats);
+      [&] { fallbacks = total_cpu_fallback_calls(compile(model.name, model.fn, args).state()->cpu_fallbacks); },
+      repeats);
   fmt::print("{:.3f} {:.1f} {:.1f} {}\n", ms, before, peak_rss_mib(), fallbacks);
   return 0;
 }

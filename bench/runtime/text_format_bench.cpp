@@ -66,7 +66,7 @@ int main(int argc, char** argv) {
   GraphSet all, program_set;
   for (const auto& g : programs) program_set.add(*g);
   for (const CompileOutput& out : outputs) {
-    const CompileState& s = *out.state;
+    const CompileState& s = *out.state();
     if (s.traced.joint) all.add(s.traced.joint->graph);
     if (s.partition) {
       all.add(s.partition->forward);

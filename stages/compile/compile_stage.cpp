@@ -1,3 +1,4 @@
+#include <aotpipe/pipeline/lazy.h>
 #include <aotpipe/pipeline/when_all.h>
 #include <aotpipe/stages/compile/backend_notes.h>
 #include <aotpipe/stages/compile/backends.h>
@@ -65,6 +66,14 @@ Task<CompiledGraphs> compile_graphs(const TracedProgram& program, const Partitio
   notes.insert(notes.end(), std::make_move_iterator(backward.notes.begin()),
                std::make_move_iterator(backward.notes.end()));
   co_return CompiledGraphs{std::move(forward.graph), std::move(backward.graph), std::move(notes)};
+}
+
+CompiledGraph compile_on_first_call(Compiler compiler, std::function<const Graph&()> graph) {
+  const auto compiled = Lazy<CompiledGraph>::deferred([compiler = std::move(compiler), graph = std::move(graph)] {
+    const Graph& g = graph();
+    return compiler(g, input_metas(g));
+  });
+  return [compiled](TensorList args) { return compiled.get()(std::move(args)); };
 }
 
 Task<void> CompileGraphsStage::run(CompileState& state, const JobEnv& env) const {

@@ -7,6 +7,7 @@
 #include <aotpipe/pipeline/task.h>
 #include <aotpipe/stages/compile_state.h>
 
+#include <functional>
 #include <memory>
 #include <string_view>
 
@@ -31,6 +32,12 @@ struct PartitionStage {
 // A cold compile and a cache hit (runtime/post_compile.h) both compile through it.
 Task<CompiledGraphs> compile_graphs(const TracedProgram& program, const PartitionResult* partition,
                                     const AotConfig& config, Scheduler& scheduler);
+
+// A graph compiled by `compiler` when it is first called (a cache hit's graphs: decoded and
+// compiled only when they first run, as PyTorch compiles a backward lazily). `graph` is called
+// then, once; concurrent first calls compile once. The backend's notes are dropped: the
+// compile that made the graph reported them.
+CompiledGraph compile_on_first_call(Compiler compiler, std::function<const Graph&()> graph);
 
 // Fills state.compiled from state.traced and state.partition.
 struct CompileGraphsStage {

@@ -39,7 +39,7 @@ TEST(Summarize, ReusingTheCompilesPartitionGivesTheNumbersOfAFreshOne) {
     }
     for (const CompileResult& result : compile_batch(std::move(jobs))) {
       ASSERT_TRUE(result.ok()) << result.name << ": " << result.message;
-      const CompileState& state = *result.output->state;
+      const CompileState& state = *result.output->state();
       if (!state.traced.joint) continue;
       ++training;
       const GraphSummary fresh = summarize(state);

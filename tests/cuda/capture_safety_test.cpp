@@ -78,14 +78,14 @@ TEST(CudaGraphSafety, ACompileReportsARefusalAsABackendNote) {
         return TensorList{a[0].sin(), a[0].to(at::kCPU)};
       },
       examples, config);
-  ASSERT_FALSE(host_copy.state->compiled.notes.empty());
+  ASSERT_FALSE(host_copy.state()->compiled.notes.empty());
   EXPECT_THAT(
-      host_copy.state->compiled.notes[0],
+      host_copy.state()->compiled.notes[0],
       ::testing::AllOf(HasSubstr("cuda_graphs: graph"), HasSubstr("runs in the interpreter"), HasSubstr("on cpu")));
 
   CompileOutput on_gpu = compile(
       "on_gpu", [](const TensorList& a) { return TensorList{a[0].sin().relu()}; }, examples, config);
-  EXPECT_THAT(on_gpu.state->compiled.notes, ::testing::IsEmpty());
+  EXPECT_THAT(on_gpu.state()->compiled.notes, ::testing::IsEmpty());
 }
 
 }  // namespace

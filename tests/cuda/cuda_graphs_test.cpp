@@ -226,8 +226,8 @@ TEST(CudaGraphs, ARefusedGraphRunsInTheInterpreterAndSaysWhy) {
   auto fn = [](const TensorList& a) { return TensorList{a[0].sin(), a[0].to(at::kCPU) * 2}; };
   TensorList in{cuda_randn({4, 8}, true)};
   CompileOutput out = compile("host_copy", fn, in, graphs_config());
-  ASSERT_FALSE(out.state->compiled.notes.empty());
-  EXPECT_THAT(out.state->compiled.notes[0], ::testing::HasSubstr("aten::_to_copy makes"));
+  ASSERT_FALSE(out.state()->compiled.notes.empty());
+  EXPECT_THAT(out.state()->compiled.notes[0], ::testing::HasSubstr("aten::_to_copy makes"));
   CompiledFunction compiled = aot_function(fn, graphs_config());
   testing::expect_matches_eager(
       fn, compiled, [&] { return in; }, "host_copy");

@@ -70,7 +70,7 @@ TEST(CompileBatch, CompilesEveryJobAndIsolatesTheFailingOne) {
     EXPECT_THAT(stage_names(r), ElementsAre("metadata", "dedupe", "synthetic_base", "joint", "partition", "compile"));
     for (const StageTime& s : r.stages) EXPECT_FALSE(s.failed) << s.stage;
     EXPECT_GT(r.elapsed.count(), 0);
-    EXPECT_TRUE(r.output->state->partition != nullptr) << "inputs require grad: a training compile";
+    EXPECT_TRUE(r.output->state()->partition != nullptr) << "inputs require grad: a training compile";
   }
   // The compiled functions behave like eager.
   const Function compiled_mlp = [&](const TensorList& a) { return results[0].output->runtime(a); };
@@ -141,7 +141,7 @@ TEST(CompilePipelineText, PartitionParameterOverridesTheConfig) {
   jobs.push_back({"chain", chain, params({{256}}), {}});  // config: min-cut by default
   std::vector<CompileResult> results = compile_batch(std::move(jobs), pipeline, default_compile_scheduler());
   ASSERT_TRUE(results[0].ok()) << results[0].message;
-  const CompileState& state = *results[0].output->state;
+  const CompileState& state = *results[0].output->state();
   const PartitionResult by_default = partitioners::default_partition()(*state.traced.joint);
   EXPECT_EQ(state.partition->saved_bytes, by_default.saved_bytes);
   EXPECT_EQ(state.partition->saved_values, by_default.saved_values);

@@ -10,6 +10,7 @@
 #include <aotpipe/graph/printer.h>
 #include <aotpipe/runtime/aot_function.h>
 #include <aotpipe/runtime/aot_module.h>
+#include <aotpipe/runtime/byte_codec.h>
 #include <aotpipe/runtime/graph_signature.h>
 #include <aotpipe/runtime/cache_key.h>
 #include <aotpipe/runtime/compile_cache.h>
@@ -122,8 +123,8 @@ TEST(CompileCache, HitsEqualColdCompilesByteForByteAndBehaveAsEager) {
     const CompileOutput hit = compile_job(again.job);
     ASSERT_EQ(hit.cache.outcome, CacheOutcome::Hit) << hit.cache.note;
     EXPECT_EQ(hit.cache.key, miss.cache.key);
-    EXPECT_EQ(printed(*hit.state), printed(*miss.state));
-    EXPECT_EQ(hit.state->function.meta, miss.state->function.meta);
+    EXPECT_EQ(printed(*hit.state()), printed(*miss.state()));
+    EXPECT_EQ(hit.state()->function.meta, miss.state()->function.meta);
     EXPECT_EQ(hit.artifact->wrappers, miss.artifact->wrappers);
     EXPECT_EQ(serialize_artifact(*hit.artifact), serialize_artifact(*miss.artifact));
     EXPECT_THAT(check_hit_against_eager(again, hit), ::testing::IsEmpty());
@@ -143,17 +144,56 @@ TEST(CompileCache, ArtifactBytesRoundTrip) {
   EXPECT_EQ(out.cache.outcome, CacheOutcome::Off);
 }
 
-// A crafted artifact nested a million levels deep (arrays of one element) is refused by name; a
-// recursive reader would overflow the stack on it.
-TEST(CompileCache, DeeplyNestedArtifactBytesAreRefusedNotACrash) {
-  const std::size_t depth = 1'000'000;
-  const std::string cbor = std::string(depth, '\x81') + '\x01';
-  const std::uint64_t cbor_length = cbor.size();
-  const std::string bytes = std::string(reinterpret_cast<const char*>(&cbor_length), sizeof cbor_length) + cbor;
+// A crafted artifact whose graph records nest a million levels deep (CBOR arrays of one
+// element) is refused by name when its graphs are first used; a recursive reader would overflow
+// the stack on it. Its header is well formed: an inference artifact of no inputs and outputs.
+TEST(CompileCache, DeeplyNestedGraphRecordsAreRefusedNotACrash) {
+  const std::string records = std::string(1'000'000, '\x81') + '\x01';
+  ByteWriter header;
+  header.u64(artifact_schema_version());
+  header.u64(0);  // the graph records: all of the data
+  header.u64(records.size());
+  header.str("nested");                                // name
+  header.u64(0);                                       // runtime plans
+  for (int list = 0; list < 2; ++list) header.u64(0);  // input and output info
+  header.u64(0);                                       // intermediate bases
+  header.boolean(false);                               // keep_input_mutations
+  header.u64(0);                                       // traced tangents
+  header.boolean(false);                               // is_train
+  header.u64(0);                                       // grad_enabled_mutation
+  header.boolean(false);                               // training
+  for (int list = 0; list < 2; ++list) header.u64(0);  // grad_inputs, undefined_grads
+  header.u64(0);                                       // num_saved
+  for (int list = 0; list < 3; ++list) header.u64(0);  // devices, cpu fallbacks, backend notes
+  const std::string h = header.take();
+  const std::uint64_t header_length = h.size();
+  const std::string bytes =
+      std::string(reinterpret_cast<const char*>(&header_length), sizeof header_length) + h + records;
+  const CompiledArtifact artifact = deserialize_artifact(bytes);  // the header alone is read
+  EXPECT_FALSE(artifact.graphs_decoded());
   try {
-    (void)deserialize_artifact(bytes);
-    ADD_FAILURE() << "a deeply nested artifact was accepted";
+    (void)artifact.traced();
+    ADD_FAILURE() << "deeply nested graph records were accepted";
   } catch (const ArtifactFormatError& e) { EXPECT_THAT(e.what(), HasSubstr("nested deeper than 64 levels")); }
+}
+
+// A hit reads the header only: its graphs are decoded and backend-compiled when they first run
+// (the forward and backward at the first call), the joint graph when something inspects it.
+TEST(CompileCache, AHitDecodesItsGraphsOnlyWhenTheyAreUsed) {
+  TempDir dir;
+  RecordingCache cold(dir.path), warm(dir.path);
+  FileJob first = file_job(kExamples / "mlp_layer.aotg", cold.cache);
+  const CompileOutput miss = compile_job(first.job);
+  ASSERT_EQ(miss.cache.outcome, CacheOutcome::Miss);
+  EXPECT_TRUE(miss.artifact->graphs_decoded());  // a compile's artifact has its graphs
+  FileJob again = file_job(kExamples / "mlp_layer.aotg", warm.cache);
+  const CompileOutput hit = compile_job(again.job);
+  ASSERT_EQ(hit.cache.outcome, CacheOutcome::Hit);
+  EXPECT_FALSE(hit.artifact->graphs_decoded());
+  EXPECT_THAT(check_hit_against_eager(again, hit), ::testing::IsEmpty());  // forward and backward run
+  EXPECT_FALSE(hit.artifact->graphs_decoded()) << "running needs the partition, not the joint graph";
+  EXPECT_EQ(printed(*hit.state()), printed(*miss.state()));
+  EXPECT_TRUE(hit.artifact->graphs_decoded());
 }
 
 // --- The key ------------------------------------------------------------------------------------
@@ -495,7 +535,8 @@ TEST_F(DamagedEntry, AnEntryUnderAnotherKeyIsRecompiled) {
 }
 
 TEST_F(DamagedEntry, AWellFormedEntryWithAMalformedArtifactIsRecompiled) {
-  // A writer that computes a valid checksum over a payload that is not an artifact.
+  // A writer that computes a valid checksum over a payload that is not an artifact (CBOR, where
+  // the artifact's header is expected).
   const std::string bytes = read();
   const std::size_t payload_at = 8 + 4 + 4 + 32 + 8 + 32;  // magic, version, key length, key, length, checksum
   const std::string cbor = "\xa1\x61\x78\x01";             // CBOR {"x": 1}, no tensor data
@@ -508,6 +549,45 @@ TEST_F(DamagedEntry, AWellFormedEntryWithAMalformedArtifactIsRecompiled) {
   ASSERT_EQ(payload_at, header.size());
   write(header + payload);
   expect_recompiled_with_warning("malformed artifact");
+}
+
+// An entry that passes the checksum but holds a graph that does not parse (a forged entry: an
+// accident changes the checksum). A hit reads only the header, so the graph is found malformed
+// at its first call, which throws ArtifactFormatError naming the graph and the entry; nothing
+// crashes and nothing of it runs.
+TEST_F(DamagedEntry, AForgedMalformedGraphFailsItsFirstCallByName) {
+  std::string bytes = read();
+  const std::size_t payload_at = 8 + 4 + 4 + 32 + 8 + 32;  // magic, version, key length, key, length, checksum
+  const std::size_t text_at = bytes.find("graph forward(", payload_at);
+  ASSERT_NE(text_at, std::string::npos) << "mlp_layer compiles for training: its entry has a forward graph";
+  bytes[text_at + std::string_view("graph forward").size()] = ')';
+  const std::string checksum = content_hash_hex(std::string_view(bytes).substr(payload_at));
+  bytes.replace(payload_at - checksum.size(), checksum.size(), checksum);
+  write(bytes);
+  const CompileOutput hit = compile_job(f.job);
+  ASSERT_EQ(hit.cache.outcome, CacheOutcome::Hit);
+  EXPECT_TRUE(rc.warnings.empty());
+  try {
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(1);
+    (void)hit.runtime(example_args(*f.prepared.graph, gen));
+    ADD_FAILURE() << "a malformed forward graph ran";
+  } catch (const ArtifactFormatError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("forward graph does not parse"));
+    EXPECT_THAT(e.what(), HasSubstr(entry.string()));
+  }
+}
+
+// A hit refreshes an entry's time (the order of eviction) when it is more than an hour old, and
+// leaves a recent one alone (hits write nothing).
+TEST_F(DamagedEntry, AHitRefreshesTheTimeOfAnOldEntryOnly) {
+  auto mtime = [&] { return fs::last_write_time(entry); };
+  const auto written = mtime();
+  ASSERT_EQ(compile_job(f.job).cache.outcome, CacheOutcome::Hit);
+  EXPECT_EQ(mtime(), written);
+  const auto old = written - std::chrono::hours(2);
+  fs::last_write_time(entry, old);
+  ASSERT_EQ(compile_job(f.job).cache.outcome, CacheOutcome::Hit);
+  EXPECT_GT(mtime(), old + std::chrono::hours(1));
 }
 
 TEST_F(DamagedEntry, TemporaryFilesOfKilledWritersAreNeverRead) {

@@ -46,14 +46,14 @@ const auto all_cuda = [](const Value*) { return false; };
 
 struct Compiled {
   CompileOutput output;
-  const Graph& joint() const { return output.state->traced.joint->graph; }
-  const Graph& forward() const { return output.state->partition->forward; }
-  const Graph& backward() const { return output.state->partition->backward; }
+  const Graph& joint() const { return output.state()->traced.joint->graph; }
+  const Graph& forward() const { return output.state()->partition->forward; }
+  const Graph& backward() const { return output.state()->partition->backward; }
 };
 
 Compiled compile_training(const std::string& name, Function fn, TensorList examples) {
   Compiled c{compile(name, std::move(fn), std::move(examples))};
-  EXPECT_TRUE(c.output.state->traced.training()) << name << ": expected a training compile";
+  EXPECT_TRUE(c.output.state()->traced.training()) << name << ": expected a training compile";
   return c;
 }
 
@@ -107,7 +107,7 @@ TEST(DeviceCompile, ConvBatchNormTraining) {
        on(kCuda0, {4}, true), on(kCuda0, {4}), on(kCuda0, {4})});
   expect_all_graphs(c, all_cuda);
   // The running statistics are mutated inputs (cudnn_batch_norm decomposed as PyTorch does).
-  const auto& info = c.output.state->function.meta.input_info;
+  const auto& info = c.output.state()->function.meta.input_info;
   EXPECT_TRUE(info[5].mutates_data);
   EXPECT_TRUE(info[6].mutates_data);
   for (const Node* n : c.joint().nodes()) EXPECT_NE(n->qualified_name(), "aten::cudnn_batch_norm");

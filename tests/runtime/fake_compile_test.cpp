@@ -67,12 +67,12 @@ TEST_P(ZooTest, CompilesWithoutCpuFallbackOnCpuAndCuda) {
       const zoo::ZooModel model = model_named(GetParam(), batch, device);
       SCOPED_TRACE(fmt::format("{} batch {} on {}", model.name, batch, device.str()));
       CompileOutput out = compile(model.name, model.fn, metadata_examples(model), fake_only());
-      EXPECT_TRUE(out.state->cpu_fallbacks.empty());
-      const bool training = out.state->traced.training();
+      EXPECT_TRUE(out.state()->cpu_fallbacks.empty());
+      const bool training = out.state()->traced.training();
       const bool optimizer_step = model.name == "adam_foreach_step";
       EXPECT_EQ(training, !optimizer_step);
       // The compiled graphs carry the batch and the device of the inputs.
-      const Graph& forward = training ? out.state->partition->forward : *out.state->traced.inference_graph;
+      const Graph& forward = training ? out.state()->partition->forward : *out.state()->traced.inference_graph;
       ASSERT_FALSE(forward.inputs().empty());
       EXPECT_EQ(forward.inputs()[0]->meta()->device, device);
       if (model.inputs[0].sizes.size() > 1 && !optimizer_step) EXPECT_EQ(forward.inputs()[0]->meta()->sizes[0], batch);
@@ -136,10 +136,10 @@ TEST(CpuFallbackTest, AllowedFallbackIsCountedPerOpAndTrace) {
   const TensorList args = {at::randn({4, 3}), at::randn({5, 3})};
   CompileOutput out = compile("cdist", uses_cdist, args);
   // Inference: the metadata trace and the inference trace each call it once.
-  EXPECT_EQ(out.state->cpu_fallbacks, (CpuFallbackCounts{{"aten::_cdist_forward", 2}}));
+  EXPECT_EQ(out.state()->cpu_fallbacks, (CpuFallbackCounts{{"aten::_cdist_forward", 2}}));
   const TraceResult traced = trace_program(uses_cdist, args);
   EXPECT_EQ(traced.cpu_fallbacks, (CpuFallbackCounts{{"aten::_cdist_forward", 1}}));
-  EXPECT_EQ(total_cpu_fallback_calls(out.state->cpu_fallbacks), 2u);
+  EXPECT_EQ(total_cpu_fallback_calls(out.state()->cpu_fallbacks), 2u);
   // And the compiled function is still right.
   EXPECT_TRUE(at::allclose(out.runtime(args)[0], uses_cdist(args)[0]));
 }

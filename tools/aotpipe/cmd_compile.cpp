@@ -139,7 +139,7 @@ void fill_row(const BatchContext& ctx, const PreparedGraph& prepared, CompileRes
     return;
   }
   try {
-    const CompileState& state = *result.output->state;
+    const CompileState& state = *result.output->state();
     row.cpu_fallbacks = state.cpu_fallbacks;
     row.backend_notes = state.compiled.notes;
     row.summary = summarize(state, ctx.partitioner);
