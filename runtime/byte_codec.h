@@ -30,7 +30,9 @@ class ByteWriter {
     }
     out_ += static_cast<char>(v);
   }
-  void i64(std::int64_t v) { u64((static_cast<std::uint64_t>(v) << 1) ^ static_cast<std::uint64_t>(v >> 63)); }  // zigzag
+  void i64(std::int64_t v) {
+    u64((static_cast<std::uint64_t>(v) << 1) ^ static_cast<std::uint64_t>(v >> 63));
+  }  // zigzag
   void boolean(bool v) { out_ += static_cast<char>(v ? 1 : 0); }
   void str(std::string_view s) {
     u64(s.size());
