@@ -17,6 +17,7 @@
 #include <aotpipe/stages/joint/joint.h>
 
 #include <ATen/ATen.h>
+#include <c10/core/InferenceMode.h>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -84,6 +85,13 @@ Json meta_to_json(const TensorMeta& m) {
           {"device", m.device.str()},   {"requires_grad", m.requires_grad}};
 }
 
+// A device string of an entry; c10's parse error is a format error like any other.
+c10::Device device_from(const std::string& text) {
+  try {
+    return c10::Device(text);
+  } catch (const std::exception& e) { malformed(fmt::format("device '{}': {}", text, e.what())); }
+}
+
 TensorMeta meta_from_json(const Json& j) {
   TensorMeta m;
   m.sizes = j.at("sizes").get<std::vector<int64_t>>();
@@ -92,7 +100,7 @@ TensorMeta meta_from_json(const Json& j) {
   const auto dtype = dtype_from_torch_name(j.at("dtype").get<std::string>());
   check(dtype.has_value(), "unknown dtype " + j.at("dtype").get<std::string>());
   m.dtype = *dtype;
-  m.device = c10::Device(j.at("device").get<std::string>());
+  m.device = device_from(j.at("device").get<std::string>());
   m.requires_grad = j.at("requires_grad").get<bool>();
   check(m.sizes.size() == m.strides.size() && m.storage_offset >= 0, "tensor metadata with inconsistent rank");
   for (std::size_t d = 0; d < m.sizes.size(); ++d)
@@ -100,14 +108,24 @@ TensorMeta meta_from_json(const Json& j) {
   return m;
 }
 
-// Elements of storage a strided tensor reaches from its offset.
+// Elements of storage a strided tensor reaches from its offset, and its element count; both
+// overflow-checked (the metadata is untrusted).
 int64_t storage_span(const TensorMeta& m) {
   int64_t span = 1;
   for (std::size_t d = 0; d < m.sizes.size(); ++d) {
     if (m.sizes[d] == 0) return 0;
-    span += (m.sizes[d] - 1) * m.strides[d];
+    int64_t reach = 0;
+    check(!__builtin_mul_overflow(m.sizes[d] - 1, m.strides[d], &reach) && !__builtin_add_overflow(span, reach, &span),
+          "tensor metadata whose extent overflows");
   }
   return span;
+}
+
+int64_t checked_numel(const TensorMeta& m) {
+  int64_t numel = 1;
+  for (int64_t size : m.sizes)
+    check(!__builtin_mul_overflow(numel, size, &numel), "tensor metadata whose size overflows");
+  return numel;
 }
 
 // The data section as it is written: graph texts and tensor constants (each tensor once however
@@ -150,10 +168,14 @@ at::Tensor tensor_from_json(const Json& j, std::string_view data_section) {
     return metadata_example(m);
   }
   const std::string_view bytes = section_of(data, data_section, "tensor data");
-  const int64_t numel = m.numel();
-  check(static_cast<int64_t>(bytes.size()) == numel * static_cast<int64_t>(c10::elementSize(m.dtype)),
+  const int64_t numel = checked_numel(m);
+  int64_t nbytes = 0, storage_elements = 0;
+  check(!__builtin_mul_overflow(numel, static_cast<int64_t>(c10::elementSize(m.dtype)), &nbytes) &&
+            static_cast<int64_t>(bytes.size()) == nbytes,
         "tensor data of the wrong length");
-  at::Tensor storage = at::empty({m.storage_offset + storage_span(m)}, options);
+  check(!__builtin_add_overflow(m.storage_offset, storage_span(m), &storage_elements),
+        "tensor metadata whose storage overflows");
+  at::Tensor storage = at::empty({storage_elements}, options);
   at::Tensor t = storage.as_strided(m.sizes, m.strides, m.storage_offset);
   if (numel > 0) {
     at::Tensor source = at::empty(m.sizes, options);
@@ -185,6 +207,9 @@ class DataReader {
   }
   at::Tensor tensor(std::size_t i) {
     std::lock_guard lock(mutex_);
+    // Decoded at a graph's first call, maybe under the caller's InferenceMode: the constants must
+    // be normal tensors, as a compile's are.
+    c10::InferenceMode normal_tensors(false);
     const Json& records = records_locked().at("tensors");
     check(i < records.size(), "a constant refers to a missing tensor");
     if (tensors_.empty()) tensors_.resize(records.size());
@@ -262,7 +287,10 @@ Graph graph_from_record(const GraphRecord& r, DataReader& data, std::string_view
   } catch (const ParseError& e) { malformed(fmt::format("{} graph does not parse: {}", what, e.what())); }
   for (const auto& [key, i] : r.constants) {
     check(i < data.num_tensors(), fmt::format("{} graph: constant '{}' refers to a missing tensor", what, key));
-    g.bind_constant(key, data.tensor(i));
+    at::Tensor tensor = data.tensor(i);
+    try {
+      g.bind_constant(key, std::move(tensor));
+    } catch (const GraphError& e) { malformed(fmt::format("{} graph: constant '{}': {}", what, key, e.what())); }
   }
   VerifyOptions options;
   options.require_tensor_meta = false;
@@ -326,7 +354,7 @@ TensorMeta get_meta(ByteReader& in) {
   const std::uint64_t dtype = in.u64("tensor dtype");
   check(dtype < static_cast<std::uint64_t>(c10::ScalarType::NumOptions), fmt::format("unknown dtype {}", dtype));
   m.dtype = static_cast<c10::ScalarType>(dtype);
-  m.device = c10::Device(std::string(in.str("tensor device")));
+  m.device = device_from(std::string(in.str("tensor device")));
   m.requires_grad = in.boolean("tensor requires_grad");
   check(m.sizes.size() == m.strides.size() && m.storage_offset >= 0, "tensor metadata with inconsistent rank");
   for (std::size_t d = 0; d < m.sizes.size(); ++d)
@@ -542,12 +570,21 @@ struct GraphFacts {
   }
 };
 
-// Runs a graph decoder, naming the artifact and where it came from in its error.
+// Runs a graph decoder. A malformed graph (ArtifactFormatError, or a record of the wrong JSON
+// shape) is reported to `on_malformed` and rethrown naming the artifact and where it came from;
+// anything else (out of memory, a device this process lacks) passes unchanged: it says nothing
+// about the entry.
 template <typename F>
-auto decoding(const std::string& origin, const std::string& name, F&& decode) {
+auto decoding(const std::string& origin, const std::string& name, const std::function<void()>& on_malformed,
+              F&& decode) {
+  std::string why;
   try {
     return decode();
-  } catch (const std::exception& e) { throw ArtifactFormatError(fmt::format("{} ({}): {}", origin, name, e.what())); }
+  } catch (const ArtifactFormatError& e) { why = e.what(); } catch (const nlohmann::json::exception& e) {
+    why = "malformed artifact: " + std::string(e.what());
+  }
+  if (on_malformed) on_malformed();
+  throw ArtifactFormatError(fmt::format("{} ({}): {}", origin, name, why));
 }
 
 }  // namespace
@@ -608,7 +645,7 @@ std::string serialize_artifact(const CompiledArtifact& a) {
 }
 
 CompiledArtifact deserialize_artifact(std::shared_ptr<const std::string> owner, std::string_view bytes,
-                                      std::string origin) {
+                                      std::string origin, std::function<void()> on_malformed_graph) {
   try {
     std::uint64_t header_length = 0;
     check(bytes.size() >= sizeof header_length, "shorter than its header");
@@ -631,7 +668,7 @@ CompiledArtifact deserialize_artifact(std::shared_ptr<const std::string> owner, 
     a.grad_inputs = in.u64s("grad_inputs");
     a.undefined_grads = in.u64s("undefined_grads");
     a.num_saved = in.u64("num_saved");
-    a.input_devices = in.list("input devices", [&] { return c10::Device(std::string(in.str("input device"))); });
+    a.input_devices = in.list("input devices", [&] { return device_from(std::string(in.str("input device"))); });
     const std::size_t fallbacks = in.count("cpu fallbacks", 2);
     for (std::size_t i = 0; i < fallbacks; ++i) {
       std::string op(in.str("cpu fallback op"));
@@ -644,9 +681,26 @@ CompiledArtifact deserialize_artifact(std::shared_ptr<const std::string> owner, 
     // The graphs, decoded on first use. The decoders hold what they read: the records, the data,
     // and the facts they check the graphs against.
     auto header = std::make_shared<const GraphFacts>(a);
+    auto on_malformed = std::make_shared<const std::function<void()>>(std::move(on_malformed_graph));
+    auto decode_partition = [origin, header, data, on_malformed]() -> std::shared_ptr<const PartitionResult> {
+      return decoding(origin, header->name, *on_malformed, [&]() -> std::shared_ptr<const PartitionResult> {
+        const Json& records = data->graph_records();
+        header->check_records(records);
+        const Json& p = records.at("partition");
+        auto r = std::make_shared<PartitionResult>();
+        r->forward = graph_from_json(p.at("forward"), *data, "forward");
+        r->backward = graph_from_json(p.at("backward"), *data, "backward");
+        r->num_fwd_outputs = p.at("num_fwd_outputs").get<std::size_t>();
+        r->saved_values = p.at("saved_values").get<std::vector<std::string>>();
+        r->saved_bytes = p.at("saved_bytes").get<int64_t>();
+        r->recomputed = p.at("recomputed").get<std::vector<std::string>>();
+        header->check_partition(*r);
+        return r;
+      });
+    };
     a.set_graph_decoders(
-        [origin, header, data] {
-          return decoding(origin, header->name, [&] {
+        [origin, header, data, on_malformed] {
+          return decoding(origin, header->name, *on_malformed, [&] {
             const Json& records = data->graph_records();
             header->check_records(records);
             TracedProgram t;
@@ -665,23 +719,7 @@ CompiledArtifact deserialize_artifact(std::shared_ptr<const std::string> owner, 
             return t;
           });
         },
-        [origin, header, data]() -> std::shared_ptr<const PartitionResult> {
-          return decoding(origin, header->name, [&]() -> std::shared_ptr<const PartitionResult> {
-            const Json& records = data->graph_records();
-            header->check_records(records);
-            const Json& p = records.at("partition");
-            if (p.is_null()) return nullptr;
-            auto r = std::make_shared<PartitionResult>();
-            r->forward = graph_from_json(p.at("forward"), *data, "forward");
-            r->backward = graph_from_json(p.at("backward"), *data, "backward");
-            r->num_fwd_outputs = p.at("num_fwd_outputs").get<std::size_t>();
-            r->saved_values = p.at("saved_values").get<std::vector<std::string>>();
-            r->saved_bytes = p.at("saved_bytes").get<int64_t>();
-            r->recomputed = p.at("recomputed").get<std::vector<std::string>>();
-            header->check_partition(*r);
-            return r;
-          });
-        });
+        a.training ? std::function<std::shared_ptr<const PartitionResult>()>(std::move(decode_partition)) : nullptr);
     return a;
   } catch (const ArtifactFormatError&) {
     throw;

@@ -5,8 +5,9 @@
 // (docs/benchmarks.md); this costs a few allocations per artifact.
 //
 // The reader takes untrusted bytes: every read is bounds-checked, every count is bounded by the
-// bytes left (so a forged count cannot make it allocate more than the entry's size), and any
-// failure throws ByteFormatError naming what was being read.
+// bytes left (a forged count makes it read until the bytes run out, then fail; what it reserves
+// up front is capped), and any failure throws ByteFormatError naming what was being read.
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <stdexcept>
@@ -30,9 +31,8 @@ class ByteWriter {
     }
     out_ += static_cast<char>(v);
   }
-  void i64(std::int64_t v) {
-    u64((static_cast<std::uint64_t>(v) << 1) ^ static_cast<std::uint64_t>(v >> 63));
-  }  // zigzag
+  // Zigzag: small negative numbers stay short.
+  void i64(std::int64_t v) { u64((static_cast<std::uint64_t>(v) << 1) ^ static_cast<std::uint64_t>(v >> 63)); }
   void boolean(bool v) { out_ += static_cast<char>(v ? 1 : 0); }
   void str(std::string_view s) {
     u64(s.size());
@@ -88,7 +88,7 @@ class ByteReader {
   auto list(const char* what, Get get) {
     const std::size_t n = count(what);
     std::vector<decltype(get())> items;
-    items.reserve(n);
+    items.reserve(std::min<std::size_t>(n, 1024));  // an item may be far larger than its minimum byte
     for (std::size_t i = 0; i < n; ++i) items.push_back(get());
     return items;
   }

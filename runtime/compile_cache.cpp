@@ -180,7 +180,8 @@ struct Opened {
   std::string why;
 };
 
-Opened open_entry(const std::shared_ptr<const std::string>& entry, const CacheKey& key, std::string origin) {
+Opened open_entry(const std::shared_ptr<const std::string>& entry, const CacheKey& key, std::string origin,
+                  std::function<void()> on_malformed_graph = nullptr) {
   std::string_view in = *entry;
   if (in.size() < sizeof kMagic || std::memcmp(in.data(), kMagic, sizeof kMagic) != 0)
     return {nullptr, "not an aotpipe cache entry"};
@@ -201,7 +202,9 @@ Opened open_entry(const std::shared_ptr<const std::string>& entry, const CacheKe
     return {nullptr, fmt::format("truncated: {} payload bytes of {}", in.size(), *payload_length)};
   if (content_hash_hex(in) != checksum) return {nullptr, "checksum mismatch"};
   try {
-    return {std::make_shared<CompiledArtifact>(deserialize_artifact(entry, in, std::move(origin))), ""};
+    return {std::make_shared<CompiledArtifact>(
+                deserialize_artifact(entry, in, std::move(origin), std::move(on_malformed_graph))),
+            ""};
   } catch (const std::exception& e) { return {nullptr, e.what()}; }
 }
 
@@ -224,8 +227,10 @@ std::string make_entry(const CacheKey& key, const CompiledArtifact& artifact) {
 std::shared_ptr<CompiledArtifact> CompileCache::load(const CacheKey& key, std::string* warning) {
   const std::string path = entry_file(key.digest);
   if (std::optional<FileContents> file = read_file(path)) {
+    // A graph found malformed when first decoded (only a forged entry can hold one: the checksum
+    // covers them) removes the entry, so that the next compile of the key recompiles it.
     Opened opened = open_entry(std::make_shared<const std::string>(std::move(file->bytes)), key,
-                               fmt::format("compile cache entry {}", path));
+                               fmt::format("compile cache entry {}", path), [path] { ::unlink(path.c_str()); });
     if (opened.artifact) {
       if (needs_refresh(file->mtime)) ::utimensat(AT_FDCWD, path.c_str(), nullptr, 0);  // used: evicted last
       return opened.artifact;
@@ -252,6 +257,14 @@ std::shared_ptr<CompiledArtifact> CompileCache::load_remote(const CacheKey& key,
   const auto bytes = std::make_shared<const std::string>(std::move(*fetched));
   Opened opened =
       open_entry(bytes, key, fmt::format("remote compile cache entry {} on {}", key.digest, remote_->describe()));
+  if (opened.artifact) {
+    // A remote entry is decoded whole before it is kept: a forged one must not reach the local
+    // folder of every machine that fetches it.
+    try {
+      (void)opened.artifact->traced();
+      (void)opened.artifact->partition();
+    } catch (const ArtifactFormatError& e) { opened = {nullptr, e.what()}; }
+  }
   if (!opened.artifact) {
     rejected_.fetch_add(1);
     const std::string message =

@@ -21,7 +21,9 @@ void CompiledArtifact::set_graphs(ArtifactGraphs graphs) {
 void CompiledArtifact::set_graph_decoders(std::function<TracedProgram()> traced,
                                           std::function<std::shared_ptr<const PartitionResult>()> partition) {
   traced_ = Lazy<TracedProgram>::deferred(std::move(traced));
-  partition_ = Lazy<std::shared_ptr<const PartitionResult>>::deferred(std::move(partition));
+  // No decoder: nothing to decode, and nothing (the entry's bytes) kept alive for it.
+  partition_ = partition ? Lazy<std::shared_ptr<const PartitionResult>>::deferred(std::move(partition))
+                         : Lazy<std::shared_ptr<const PartitionResult>>::made(nullptr);
 }
 
 std::shared_ptr<const CompiledArtifact> artifact_of(const CompileState& state) {

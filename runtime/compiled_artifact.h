@@ -54,10 +54,13 @@ struct CompiledArtifact {
   // malformed. Both may be called from any thread.
   const TracedProgram& traced() const { return traced_.get(); }
   const std::shared_ptr<const PartitionResult>& partition() const { return partition_.get(); }
-  // Whether traced() / partition() would decode (a cache hit that has not needed them yet).
-  bool graphs_decoded() const { return traced_.is_made() && partition_.is_made(); }
+  // Whether traced() / partition() are decoded yet (a cache hit decodes each when first needed).
+  bool traced_decoded() const { return traced_.is_made(); }
+  bool partition_decoded() const { return partition_.is_made(); }
+  bool graphs_decoded() const { return traced_decoded() && partition_decoded(); }
 
-  // The graphs as they are (a compile), or as functions that decode them (deserialize_artifact).
+  // The graphs as they are (a compile), or as functions that decode them (deserialize_artifact;
+  // `partition` null: an inference artifact, which has none).
   void set_graphs(ArtifactGraphs graphs);
   void set_graph_decoders(std::function<TracedProgram()> traced,
                           std::function<std::shared_ptr<const PartitionResult>()> partition);
@@ -90,9 +93,12 @@ class ArtifactFormatError : public std::runtime_error {
 std::string serialize_artifact(const CompiledArtifact& artifact);
 // The version of that layout (part of the cache key).
 int artifact_schema_version();
-// `payload` lies inside `*owner`, which the artifact keeps for its graphs.
+// `payload` lies inside `*owner`, which the artifact keeps for its graphs. `on_malformed_graph`
+// runs (once per failing decode, before the ArtifactFormatError is thrown) when a graph turns out
+// malformed: the compile cache removes the entry then, so that the next compile recompiles it.
 CompiledArtifact deserialize_artifact(std::shared_ptr<const std::string> owner, std::string_view payload,
-                                      std::string origin = "artifact");
+                                      std::string origin = "artifact",
+                                      std::function<void()> on_malformed_graph = nullptr);
 CompiledArtifact deserialize_artifact(std::string_view bytes);  // a copy of `bytes`
 
 }  // namespace aotpipe

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <latch>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -29,18 +31,24 @@ TEST(Lazy, MadeOnceOnFirstUseAndSharedByCopies) {
 }
 
 TEST(Lazy, ConcurrentFirstUsesMakeItOnce) {
+  constexpr int kThreads = 16;
   std::atomic<int> makes{0};
   const Lazy<int> lazy = Lazy<int>::deferred([&makes] {
     makes.fetch_add(1);
-    std::this_thread::yield();
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // the others arrive while it makes
     return 42;
   });
+  std::latch start(kThreads);  // every thread asks at once
   std::vector<std::thread> threads;
   std::atomic<int> sum{0};
-  for (int t = 0; t < 16; ++t) threads.emplace_back([&] { sum.fetch_add(lazy.get()); });
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&] {
+      start.arrive_and_wait();
+      sum.fetch_add(lazy.get());
+    });
   for (std::thread& t : threads) t.join();
   EXPECT_EQ(makes.load(), 1);
-  EXPECT_EQ(sum.load(), 16 * 42);
+  EXPECT_EQ(sum.load(), kThreads * 42);
 }
 
 TEST(Lazy, AMakeThatThrowsIsTriedAgain) {

@@ -29,6 +29,7 @@
 #include <gtest/gtest.h>
 #include <torch/nn/modules/linear.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -189,11 +190,13 @@ TEST(CompileCache, AHitDecodesItsGraphsOnlyWhenTheyAreUsed) {
   FileJob again = file_job(kExamples / "mlp_layer.aotg", warm.cache);
   const CompileOutput hit = compile_job(again.job);
   ASSERT_EQ(hit.cache.outcome, CacheOutcome::Hit);
-  EXPECT_FALSE(hit.artifact->graphs_decoded());
+  EXPECT_FALSE(hit.artifact->traced_decoded());
+  EXPECT_FALSE(hit.artifact->partition_decoded());
   EXPECT_THAT(check_hit_against_eager(again, hit), ::testing::IsEmpty());  // forward and backward run
-  EXPECT_FALSE(hit.artifact->graphs_decoded()) << "running needs the partition, not the joint graph";
+  EXPECT_TRUE(hit.artifact->partition_decoded());
+  EXPECT_FALSE(hit.artifact->traced_decoded()) << "running needs the partition, not the joint graph";
   EXPECT_EQ(printed(*hit.state()), printed(*miss.state()));
-  EXPECT_TRUE(hit.artifact->graphs_decoded());
+  EXPECT_TRUE(hit.artifact->traced_decoded());
 }
 
 // --- The key ------------------------------------------------------------------------------------
@@ -553,8 +556,8 @@ TEST_F(DamagedEntry, AWellFormedEntryWithAMalformedArtifactIsRecompiled) {
 
 // An entry that passes the checksum but holds a graph that does not parse (a forged entry: an
 // accident changes the checksum). A hit reads only the header, so the graph is found malformed
-// at its first call, which throws ArtifactFormatError naming the graph and the entry; nothing
-// crashes and nothing of it runs.
+// at its first call, which throws ArtifactFormatError naming the graph and the entry, and removes
+// the entry: nothing crashes, nothing of it runs, and the next compile recompiles.
 TEST_F(DamagedEntry, AForgedMalformedGraphFailsItsFirstCallByName) {
   std::string bytes = read();
   const std::size_t payload_at = 8 + 4 + 4 + 32 + 8 + 32;  // magic, version, key length, key, length, checksum
@@ -575,6 +578,42 @@ TEST_F(DamagedEntry, AForgedMalformedGraphFailsItsFirstCallByName) {
     EXPECT_THAT(e.what(), HasSubstr("forward graph does not parse"));
     EXPECT_THAT(e.what(), HasSubstr(entry.string()));
   }
+  EXPECT_FALSE(fs::exists(entry));
+  EXPECT_EQ(compile_job(f.job).cache.outcome, CacheOutcome::Miss);
+  EXPECT_EQ(compile_job(f.job).cache.outcome, CacheOutcome::Hit);
+}
+
+// The artifact's header is read from untrusted bytes: cut at every length it is refused, and
+// with any byte changed it is refused or read, and its graphs then decode or are refused, always
+// with ArtifactFormatError (never another exception, never a crash).
+TEST(CompileCache, EveryCutOrChangedHeaderByteIsRefusedByName) {
+  FileJob f = file_job(kExamples / "mlp_layer.aotg", nullptr);
+  const std::string bytes = serialize_artifact(*compile_job(f.job).artifact);
+  std::uint64_t header_length = 0;
+  std::memcpy(&header_length, bytes.data(), sizeof header_length);
+  const std::size_t header_end = sizeof header_length + header_length;
+  ASSERT_LT(header_end, bytes.size());
+  for (std::size_t cut = 0; cut < bytes.size(); cut += cut < header_end ? 1 : 97) {
+    SCOPED_TRACE(cut);
+    // Any cut loses the graph records at the data's end, which the header points at.
+    EXPECT_THROW((void)deserialize_artifact(std::string_view(bytes).substr(0, cut)), ArtifactFormatError);
+  }
+  std::size_t refused = 0, read = 0;
+  for (std::size_t at = 0; at < header_end; ++at) {
+    for (const unsigned char flip : {0x01, 0x80, 0xff}) {
+      SCOPED_TRACE(fmt::format("byte {} ^ {:#x}", at, flip));
+      std::string changed = bytes;
+      changed[at] = static_cast<char>(changed[at] ^ flip);
+      try {
+        const CompiledArtifact a = deserialize_artifact(changed);
+        (void)a.traced();
+        (void)a.partition();
+        ++read;
+      } catch (const ArtifactFormatError&) { ++refused; }
+    }
+  }
+  EXPECT_GT(refused, 0u);
+  EXPECT_GT(read, 0u) << "some changes (a flag, a name) leave a well-formed artifact";
 }
 
 // A hit refreshes an entry's time (the order of eviction) when it is more than an hour old, and
