@@ -49,6 +49,17 @@ void append_quoted(std::string& out, std::string_view s) {
   out += '"';
 }
 
+// `items` appended one after the other by `append_item`, with ", " between them.
+template <typename Items, typename AppendItem>
+void append_separated(std::string& out, const Items& items, AppendItem append_item) {
+  bool first = true;
+  for (const auto& item : items) {
+    if (!first) out += ", ";
+    first = false;
+    append_item(item);
+  }
+}
+
 // Strips Optional[...] so the formatting follows the underlying type.
 const c10::TypePtr& unwrap_optional(const c10::TypePtr& type) {
   if (type && type->kind() == c10::TypeKind::OptionalType) return type->expectRef<c10::OptionalType>().getElementType();
@@ -77,12 +88,7 @@ void append_generic(std::string& out, const c10::IValue& v, const c10::TypePtr& 
     const c10::TypePtr& elem =
         type && type->kind() == c10::TypeKind::ListType ? type->expectRef<c10::ListType>().getElementType() : kNoType;
     out += '[';
-    bool first = true;
-    for (const c10::IValue& item : v.toListRef()) {
-      if (!first) out += ", ";
-      first = false;
-      append_constant(out, item, elem);
-    }
+    append_separated(out, v.toListRef(), [&](const c10::IValue& item) { append_constant(out, item, elem); });
     out += ']';
   } else {
     throw GraphError(fmt::format("cannot print a constant of kind {}", v.tagKind()));
@@ -168,15 +174,12 @@ void append_argument(std::string& out, const Argument& arg, const c10::TypePtr& 
     append_constant(out, arg.constant(), type);
   } else {
     out += '[';
-    bool first = true;
-    for (Value* v : arg.value_list().values) {
-      if (!first) out += ", ";
-      first = false;
+    append_separated(out, arg.value_list().values, [&](const Value* v) {
       if (v)
         naming.append_ref(out, *v);
       else
         out += "None";
-    }
+    });
     out += ']';
   }
 }
@@ -184,17 +187,14 @@ void append_argument(std::string& out, const Argument& arg, const c10::TypePtr& 
 void append_attrs(std::string& out, const std::map<std::string, std::string>& attrs) {
   if (attrs.empty()) return;
   out += " {";
-  bool first = true;
-  for (const auto& [key, value] : attrs) {
-    if (!first) out += ", ";
-    first = false;
-    out += key;
+  append_separated(out, attrs, [&](const auto& attr) {
+    out += attr.first;
     out += '=';
-    if (is_plain_word(value))
-      out += value;
+    if (is_plain_word(attr.second))
+      out += attr.second;
     else
-      append_quoted(out, value);
-  }
+      append_quoted(out, attr.second);
+  });
   out += '}';
 }
 
@@ -230,12 +230,7 @@ void append_call_args(std::string& out, const Node& node, const Naming& naming) 
 }
 
 void append_node(std::string& out, const Node& node, const Naming& naming) {
-  bool first = true;
-  for (Value* v : node.outputs()) {
-    if (!first) out += ", ";
-    first = false;
-    append_value_decl(out, *v, naming);
-  }
+  append_separated(out, node.outputs(), [&](const Value* v) { append_value_decl(out, *v, naming); });
   if (!node.outputs().empty()) out += " = ";
   if (node.is_call()) {
     const auto& name = node.schema().operator_name();
@@ -264,12 +259,7 @@ std::string graph_text(const Graph& graph, std::string_view graph_name, const Na
   else
     append_quoted(out, graph_name);
   out += '(';
-  bool first = true;
-  for (Value* in : graph.inputs()) {
-    if (!first) out += ", ";
-    first = false;
-    append_value_decl(out, *in, naming);
-  }
+  append_separated(out, graph.inputs(), [&](const Value* in) { append_value_decl(out, *in, naming); });
   out += "):\n";
   for (const Node* node : graph.nodes()) {
     out += "  ";
@@ -277,12 +267,7 @@ std::string graph_text(const Graph& graph, std::string_view graph_name, const Na
     out += '\n';
   }
   out += "  return (";
-  first = true;
-  for (Value* v : graph.outputs()) {
-    if (!first) out += ", ";
-    first = false;
-    naming.append_ref(out, *v);
-  }
+  append_separated(out, graph.outputs(), [&](const Value* v) { naming.append_ref(out, *v); });
   out += ")\n";
   return out;
 }
