@@ -7,7 +7,6 @@
 
 #include <fmt/format.h>
 
-#include <charconv>
 #include <cmath>
 #include <string_view>
 #include <unordered_map>
@@ -15,11 +14,6 @@
 namespace aotpipe {
 
 namespace {
-
-void append_int(std::string& out, int64_t v) {
-  char digits[24];
-  out.append(digits, std::to_chars(digits, digits + sizeof digits, v).ptr);
-}
 
 void append_double(std::string& out, double v) {
   if (std::isnan(v)) {

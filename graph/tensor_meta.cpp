@@ -1,10 +1,10 @@
 #include <aotpipe/graph/tensor_meta.h>
+#include <aotpipe/graph/text_format.h>
 
 #include <ATen/core/Tensor.h>
 
 #include <algorithm>
 #include <array>
-#include <charconv>
 #include <ostream>
 #include <utility>
 
@@ -119,15 +119,6 @@ std::optional<c10::ScalarType> dtype_from_torch_name(std::string_view name) {
 }
 
 namespace {
-void append_ints(std::string& out, const std::vector<int64_t>& values) {
-  char digits[24];
-  for (std::size_t i = 0; i < values.size(); ++i) {
-    if (i) out += ", ";
-    const auto end = std::to_chars(digits, digits + sizeof digits, values[i]).ptr;
-    out.append(digits, end);
-  }
-}
-
 // Whether `strides` are the contiguous strides of `sizes` (contiguous_strides, without the vector).
 bool has_contiguous_strides(const TensorMeta& meta) {
   if (meta.strides.size() != meta.sizes.size()) return false;
@@ -143,16 +134,16 @@ bool has_contiguous_strides(const TensorMeta& meta) {
 void append_to(std::string& out, const TensorMeta& meta) {
   out += dtype_short_name(meta.dtype);
   out += '[';
-  append_ints(out, meta.sizes);
+  append_ints(out, meta.sizes, ", ");
   out += ']';
   if (!has_contiguous_strides(meta)) {
     out += " stride=[";
-    append_ints(out, meta.strides);
+    append_ints(out, meta.strides, ", ");
     out += ']';
   }
   if (meta.storage_offset != 0) {
     out += " offset=";
-    out += std::to_string(meta.storage_offset);
+    append_int(out, meta.storage_offset);
   }
   if (!meta.device.is_cpu()) {
     out += " device=";

@@ -1,9 +1,23 @@
 #include <aotpipe/graph/text_format.h>
 
+#include <charconv>
+
 #include <array>
 #include <utility>
 
 namespace aotpipe {
+
+void append_int(std::string& out, std::int64_t value) {
+  char digits[24];
+  out.append(digits, std::to_chars(digits, digits + sizeof digits, value).ptr);
+}
+
+void append_ints(std::string& out, c10::IntArrayRef values, std::string_view separator) {
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (i) out += separator;
+    append_int(out, values[i]);
+  }
+}
 
 bool is_plain_word(std::string_view text) {
   if (text.empty() || !is_ident_start(text[0]) || text == "inf" || text == "nan") return false;

@@ -1,3 +1,4 @@
+#include <aotpipe/graph/text_format.h>
 #include <aotpipe/pipeline/scheduler.h>
 #include <aotpipe/pipeline/sync_wait.h>
 #include <aotpipe/runtime/aot_function.h>
@@ -10,7 +11,6 @@
 #include <ATen/core/grad_mode.h>
 #include <fmt/format.h>
 
-#include <charconv>
 #include <mutex>
 #include <unordered_map>
 
@@ -146,19 +146,6 @@ CompileOutput compile(std::string name, Function fn, TensorList example_args, Ao
                                  std::move(program)));
 }
 
-namespace {
-void append_number(std::string& out, int64_t v) {
-  char digits[24];
-  out.append(digits, std::to_chars(digits, digits + sizeof digits, v).ptr);
-}
-void append_numbers(std::string& out, c10::IntArrayRef values) {
-  for (std::size_t i = 0; i < values.size(); ++i) {
-    if (i) out += ',';
-    append_number(out, values[i]);
-  }
-}
-}  // namespace
-
 // Written by hand, not with fmt: every call of a CompiledFunction and every cache lookup makes one.
 std::string input_signature(const TensorList& args) {
   std::string key = at::GradMode::is_enabled() ? "g1" : "g0";
@@ -175,7 +162,7 @@ std::string input_signature(const TensorList& args) {
     const void* base = t.is_view() ? static_cast<const void*>(t._base().unsafeGetTensorImpl()) : nullptr;
     const std::size_t base_group = base ? first_base.emplace(base, i).first->second : i;
     key += '|';
-    append_number(key, static_cast<int>(t.scalar_type()));
+    append_int(key, static_cast<int>(t.scalar_type()));
     const c10::Device device = t.device();
     if (device.is_cpu())
       key += "cpu";
@@ -183,19 +170,19 @@ std::string input_signature(const TensorList& args) {
       key += device.str();
     if (t.layout() != at::kStrided) key += 'L';
     key += 's';
-    append_numbers(key, t.sizes());
+    append_ints(key, t.sizes(), ",");
     key += 't';
-    append_numbers(key, t.strides());
+    append_ints(key, t.strides(), ",");
     key += 'o';
-    append_number(key, t.storage_offset());
+    append_int(key, t.storage_offset());
     key += t.requires_grad() ? "r1" : "r0";
     key += t.is_leaf() ? "l1" : "l0";
     key += 'd';
-    append_number(key, static_cast<int64_t>(dup));
+    append_int(key, static_cast<int64_t>(dup));
     key += 'a';
-    append_number(key, static_cast<int64_t>(alias));
+    append_int(key, static_cast<int64_t>(alias));
     key += 'b';
-    append_number(key, static_cast<int64_t>(base_group));
+    append_int(key, static_cast<int64_t>(base_group));
   }
   return key;
 }

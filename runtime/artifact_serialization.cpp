@@ -92,6 +92,14 @@ c10::Device device_from(const std::string& text) {
   } catch (const std::exception& e) { malformed(fmt::format("device '{}': {}", text, e.what())); }
 }
 
+// `m` read from an entry, once its rank, sizes, strides and offset are consistent.
+TensorMeta checked(TensorMeta m) {
+  check(m.sizes.size() == m.strides.size() && m.storage_offset >= 0, "tensor metadata with inconsistent rank");
+  for (std::size_t d = 0; d < m.sizes.size(); ++d)
+    check(m.sizes[d] >= 0 && m.strides[d] >= 0, "negative size or stride");
+  return m;
+}
+
 TensorMeta meta_from_json(const Json& j) {
   TensorMeta m;
   m.sizes = j.at("sizes").get<std::vector<int64_t>>();
@@ -102,10 +110,7 @@ TensorMeta meta_from_json(const Json& j) {
   m.dtype = *dtype;
   m.device = device_from(j.at("device").get<std::string>());
   m.requires_grad = j.at("requires_grad").get<bool>();
-  check(m.sizes.size() == m.strides.size() && m.storage_offset >= 0, "tensor metadata with inconsistent rank");
-  for (std::size_t d = 0; d < m.sizes.size(); ++d)
-    check(m.sizes[d] >= 0 && m.strides[d] >= 0, "negative size or stride");
-  return m;
+  return checked(std::move(m));
 }
 
 // Elements of storage a strided tensor reaches from its offset, and its element count; both
@@ -132,8 +137,11 @@ int64_t checked_numel(const TensorMeta& m) {
 // many graphs hold it: a record with its metadata and where its contiguous bytes lie).
 class DataWriter {
  public:
-  Json add_bytes(std::string_view bytes) {
-    Json where = {data_.size(), bytes.size()};
+  struct Section {
+    std::uint64_t offset = 0, length = 0;
+  };
+  Section add_bytes(std::string_view bytes) {
+    const Section where{data_.size(), bytes.size()};
     data_ += bytes;
     return where;
   }
@@ -145,7 +153,8 @@ class DataWriter {
       record["data"] = nullptr;
     } else {
       const at::Tensor contiguous = t.detach().to(c10::kCPU).contiguous();
-      record["data"] = add_bytes({static_cast<const char*>(contiguous.data_ptr()), contiguous.nbytes()});
+      const Section where = add_bytes({static_cast<const char*>(contiguous.data_ptr()), contiguous.nbytes()});
+      record["data"] = {where.offset, where.length};
     }
     records_.push_back(std::move(record));
     return it->second;
@@ -205,15 +214,14 @@ class DataReader {
     std::lock_guard lock(mutex_);
     return records_locked().at("tensors").size();
   }
-  at::Tensor tensor(std::size_t i) {
+  at::Tensor tensor(std::size_t i) {  // i < num_tensors(): the caller checks, naming the graph
     std::lock_guard lock(mutex_);
     // Decoded at a graph's first call, maybe under the caller's InferenceMode: the constants must
     // be normal tensors, as a compile's are.
     c10::InferenceMode normal_tensors(false);
     const Json& records = records_locked().at("tensors");
-    check(i < records.size(), "a constant refers to a missing tensor");
     if (tensors_.empty()) tensors_.resize(records.size());
-    if (!tensors_[i].defined()) tensors_[i] = tensor_from_json(records[i], data_);
+    if (!tensors_.at(i).defined()) tensors_[i] = tensor_from_json(records.at(i), data_);
     return tensors_[i];
   }
 
@@ -254,9 +262,9 @@ struct GraphRecord {
 
 GraphRecord graph_record(const Graph& g, DataWriter& data) {
   GraphRecord r;
-  const Json where = data.add_bytes(print_graph(g));
-  r.offset = where[0].get<std::uint64_t>();
-  r.length = where[1].get<std::uint64_t>();
+  const DataWriter::Section text = data.add_bytes(print_graph(g));
+  r.offset = text.offset;
+  r.length = text.length;
   for (const auto& [key, tensor] : g.tensor_constants())
     if (tensor.defined()) r.constants.emplace_back(key, data.add_tensor(tensor));
   return r;
@@ -356,10 +364,7 @@ TensorMeta get_meta(ByteReader& in) {
   m.dtype = static_cast<c10::ScalarType>(dtype);
   m.device = device_from(std::string(in.str("tensor device")));
   m.requires_grad = in.boolean("tensor requires_grad");
-  check(m.sizes.size() == m.strides.size() && m.storage_offset >= 0, "tensor metadata with inconsistent rank");
-  for (std::size_t d = 0; d < m.sizes.size(); ++d)
-    check(m.sizes[d] >= 0 && m.strides[d] >= 0, "negative size or stride");
-  return m;
+  return checked(std::move(m));
 }
 
 // The eight flags, one bit each.
@@ -629,11 +634,12 @@ std::string serialize_artifact(const CompiledArtifact& a) {
   graphs["inference_graph"] = t.inference_graph ? graph_to_json(*t.inference_graph, data) : Json(nullptr);
   graphs["tensors"] = data.take_records();
   const std::vector<std::uint8_t> graphs_cbor = Json::to_cbor(graphs);
-  const Json where = data.add_bytes({reinterpret_cast<const char*>(graphs_cbor.data()), graphs_cbor.size()});
+  const DataWriter::Section records =
+      data.add_bytes({reinterpret_cast<const char*>(graphs_cbor.data()), graphs_cbor.size()});
   ByteWriter start;
   start.u64(kArtifactSchema);
-  start.u64(where[0].get<std::uint64_t>());
-  start.u64(where[1].get<std::uint64_t>());
+  start.u64(records.offset);
+  start.u64(records.length);
   const std::string header = start.take() + h.take();
   std::string bytes;
   const std::uint64_t header_length = header.size();
