@@ -201,7 +201,7 @@ at::Tensor tensor_from_json(const Json& j, std::string_view data_section) {
 // each decoded when a graph first binds it. Shared by an artifact's graph decoders; thread-safe.
 class DataReader {
  public:
-  DataReader(std::shared_ptr<const std::string> owner, std::string_view data, std::string_view graph_records)
+  DataReader(std::shared_ptr<const void> owner, std::string_view data, std::string_view graph_records)
       : owner_(std::move(owner)), data_(data), graph_records_(graph_records) {}
   std::string_view data() const { return data_; }
 
@@ -234,7 +234,7 @@ class DataReader {
     }
     return *records_;
   }
-  std::shared_ptr<const std::string> owner_;
+  std::shared_ptr<const void> owner_;
   std::string_view data_;
   std::string_view graph_records_;
   std::mutex mutex_;
@@ -650,8 +650,8 @@ std::string serialize_artifact(const CompiledArtifact& a) {
   return bytes;
 }
 
-CompiledArtifact deserialize_artifact(std::shared_ptr<const std::string> owner, std::string_view bytes,
-                                      std::string origin, std::function<void()> on_malformed_graph) {
+CompiledArtifact deserialize_artifact(std::shared_ptr<const void> owner, std::string_view bytes, std::string origin,
+                                      std::function<void()> on_malformed_graph) {
   try {
     std::uint64_t header_length = 0;
     check(bytes.size() >= sizeof header_length, "shorter than its header");

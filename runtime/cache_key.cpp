@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <torch/headeronly/version.h>
 
+#include <iterator>
 #include <mutex>
 #include <unordered_map>
 
@@ -109,9 +110,8 @@ std::string CacheKey::explain() const {
   return text;
 }
 
-CacheKeyOrBypass make_cache_key(const Graph* program, const Function& fn, const TensorList& args,
-                                const AotConfig& config, std::string_view pipeline_text) {
-  CacheKeyOrBypass out;
+ConfigIngredients config_key_ingredients(const AotConfig& config, std::string_view pipeline_text) {
+  ConfigIngredients out;
   if (!is_built_in_pipeline(pipeline_text)) {
     out.bypass_reason = fmt::format("the pipeline '{}' has stages that are not built in", pipeline_text);
     return out;
@@ -130,6 +130,30 @@ CacheKeyOrBypass make_cache_key(const Graph* program, const Function& fn, const 
           what);
       return out;
     }
+  out.ingredients = {
+      {"pipeline", std::string(pipeline_text)},
+      {"partition_fn", *partitioner_id},
+      {"fw_compiler", *fw_id},
+      {"bw_compiler", *bw_id},
+      {"inference_compiler", *inference_id},
+      {"num_params_buffers", std::to_string(config.num_params_buffers)},
+      {"keep_inference_input_mutations", config.keep_inference_input_mutations ? "true" : "false"},
+      {"allow_cpu_fallback", config.allow_cpu_fallback ? "true" : "false"},
+      {"aotpipe", std::string(aotpipe_build_id())},
+      {"libtorch", TORCH_VERSION},
+      {"artifact_schema", std::to_string(artifact_schema_version())},
+  };
+  return out;
+}
+
+CacheKeyOrBypass make_cache_key(const Graph* program, const Function& fn, const TensorList& args,
+                                const AotConfig& config, std::string_view pipeline_text) {
+  CacheKeyOrBypass out;
+  ConfigIngredients configured = config_key_ingredients(config, pipeline_text);
+  if (!configured.ok()) {
+    out.bypass_reason = std::move(configured.bypass_reason);
+    return out;
+  }
 
   std::string program_text;
   if (program) {
@@ -150,22 +174,14 @@ CacheKeyOrBypass make_cache_key(const Graph* program, const Function& fn, const 
   key.ingredients = {
       {"program", std::move(program_text)},
       {"inputs", input_signature(args)},
-      {"grad_mode", at::GradMode::is_enabled() ? "enabled" : "disabled"},
-      {"pipeline", std::string(pipeline_text)},
-      {"partition_fn", *partitioner_id},
-      {"fw_compiler", *fw_id},
-      {"bw_compiler", *bw_id},
-      {"inference_compiler", *inference_id},
-      {"num_params_buffers", std::to_string(config.num_params_buffers)},
-      {"keep_inference_input_mutations", config.keep_inference_input_mutations ? "true" : "false"},
-      {"allow_cpu_fallback", config.allow_cpu_fallback ? "true" : "false"},
-      {"aotpipe", std::string(aotpipe_build_id())},
-      {"libtorch", TORCH_VERSION},
-      {"artifact_schema", std::to_string(artifact_schema_version())},
+      {"grad_mode", grad_mode_ingredient()},
   };
+  std::move(configured.ingredients.begin(), configured.ingredients.end(), std::back_inserter(key.ingredients));
   key.digest = cache_key_digest(key.ingredients);
   out.key = std::move(key);
   return out;
 }
+
+std::string grad_mode_ingredient() { return at::GradMode::is_enabled() ? "enabled" : "disabled"; }
 
 }  // namespace aotpipe

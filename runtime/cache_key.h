@@ -33,6 +33,21 @@ struct CacheKeyOrBypass {
   std::string bypass_reason;
 };
 
+// The ingredients a key takes from the configuration and the build, in key order (pipeline,
+// partitioner and compiler identities, options, aotpipe's build, libtorch's version, the artifact
+// schema), or why the configuration cannot be cached (a compiler or partitioner without an
+// identity, a stage that is not built in). For callers that key a compile by something cheaper
+// than its program (aotpipe compile's file records: a graph file's bytes).
+struct ConfigIngredients {
+  std::vector<std::pair<std::string, std::string>> ingredients;
+  std::string bypass_reason;
+  bool ok() const { return bypass_reason.empty(); }
+};
+ConfigIngredients config_key_ingredients(const AotConfig& config, std::string_view pipeline_text);
+
+// The grad_mode ingredient of this thread: "enabled" or "disabled".
+std::string grad_mode_ingredient();
+
 // `program`: the graph the function runs (a graph file, an exported program), or null: then
 // `fn` is traced on fake copies of `args` and the trace is the program.
 CacheKeyOrBypass make_cache_key(const Graph* program, const Function& fn, const TensorList& args,

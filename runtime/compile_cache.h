@@ -30,6 +30,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -73,7 +74,8 @@ struct CompileCacheCounters {
 struct CompileCacheStats {
   std::filesystem::path directory;
   std::size_t entries = 0;
-  std::uint64_t bytes = 0;
+  std::size_t records = 0;  // CompileCache::store_record's
+  std::uint64_t bytes = 0;  // entries and records
   std::uint64_t max_bytes = 0;
   std::size_t temporary_files = 0;  // left by writers that were killed
 };
@@ -96,8 +98,20 @@ class CompileCache {
   // Publishes `artifact` under `key` atomically; never throws (a failure is a warning).
   void store(const CacheKey& key, const CompiledArtifact& artifact);
 
+  // --- Records (ccache's manifests) ---------------------------------------------------------
+  // Small data a caller keeps beside the entries under a digest of its own: what lets it find an
+  // entry more cheaply than by computing the entry's key. `aotpipe compile` keeps "this graph
+  // file's bytes with these options compiled to entry K; its report row was R", so a warm run
+  // neither parses the file nor keys its program. Records are framed and checked as entries are
+  // (a damaged one is removed with a warning, and is a miss), count towards the size bound, are
+  // evicted and cleared with the entries, and stay local (never sent to the remote level).
+  std::optional<std::string> load_record(std::string_view digest, std::string* warning = nullptr);
+  void store_record(std::string_view digest, std::string_view payload);  // never throws (a failure warns)
+  // A record its caller found unusable (its payload does not parse): removed with a warning.
+  void reject_record(std::string_view digest, std::string_view why, std::string* warning = nullptr);
+
   CompileCacheStats stats() const;
-  // Removes every entry and temporary file.
+  // Removes every entry, record and temporary file.
   void clear();
   CompileCacheCounters counters() const;
   // Counts one compile's outcome (the compile entry points do).
@@ -140,6 +154,8 @@ class CompileCache {
 
  private:
   std::string entry_file(std::string_view digest) const;  // entry_path, as a string
+  std::string cache_file(std::string_view digest, std::string_view suffix) const;
+  void reject_record_file(const std::string& path, std::string_view why, std::string* warning);
   void evict_if_needed(std::uint64_t added);
   std::uint64_t scan_bytes() const;
   // Writes a whole entry to `path` atomically; throws on failure.

@@ -93,10 +93,11 @@ class ArtifactFormatError : public std::runtime_error {
 std::string serialize_artifact(const CompiledArtifact& artifact);
 // The version of that layout (part of the cache key).
 int artifact_schema_version();
-// `payload` lies inside `*owner`, which the artifact keeps for its graphs. `on_malformed_graph`
+// `payload` lies inside what `owner` keeps alive (a string, a mapped file), which the artifact
+// keeps for its graphs. `on_malformed_graph`
 // runs (once per failing decode, before the ArtifactFormatError is thrown) when a graph turns out
 // malformed: the compile cache removes the entry then, so that the next compile recompiles it.
-CompiledArtifact deserialize_artifact(std::shared_ptr<const std::string> owner, std::string_view payload,
+CompiledArtifact deserialize_artifact(std::shared_ptr<const void> owner, std::string_view payload,
                                       std::string origin = "artifact",
                                       std::function<void()> on_malformed_graph = nullptr);
 CompiledArtifact deserialize_artifact(std::string_view bytes);  // a copy of `bytes`

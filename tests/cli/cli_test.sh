@@ -29,6 +29,11 @@
 #                                             4 processes compile the corpus into one cache at once; a
 #                                             re-run hits every graph with the same results; stats,
 #                                             explain, clear, --no-cache
+#   cli_test.sh cache_records    AOTPIPE SOURCE_DIR
+#                                             a warm run finds every graph by its file's record: the
+#                                             cold run's rows and --out files; a changed file, seed or
+#                                             partitioner, a damaged record and a record whose entry is
+#                                             gone each fall back to the key, correctly
 #   cli_test.sh cache_kill       AOTPIPE SOURCE_DIR
 #                                             a compile killed (SIGKILL) mid-batch leaves a cache the
 #                                             re-run reads without a warning, recompiling the rest
@@ -395,6 +400,57 @@ case $mode in
     run cache stats --cache-dir "$cache"
     check "stats after clear: 0 entries" grep -qE "^entries +0$" "$tmp/out"
     test "$n" -gt 0
+    ;;
+  cache_records)
+    cache=$tmp/cache
+    # The report's columns that do not vary from run to run: name, ops, forward and backward ops,
+    # CPU fallbacks, saved bytes under both partitioners, status.
+    columns() { grep -E ' ok$' "$1" | awk '{ print $1, $2, $3, $4, $(NF-4), $(NF-2), $(NF-1), $NF }'; }
+    run compile "$src/examples" -j 2 --no-svg --cache-dir "$cache" --out "$tmp/cold"
+    check "the cold run exits 0" test "$(rc)" -eq 0
+    m=$(grep -cE ' ok$' "$tmp/out")
+    cp "$tmp/out" "$tmp/cold.out"
+    check "the cold run compiles every graph ($m)" grep -qE "compile cache: 0 hits, $m misses, 0 bypassed$" "$tmp/out"
+    run cache stats --cache-dir "$cache"
+    check "stats counts a record per graph file" grep -qE "^records +$m$" "$tmp/out"
+    run compile "$src/examples" -j 2 --no-svg --cache-dir "$cache" --out "$tmp/warm"
+    check "the warm run exits 0" test "$(rc)" -eq 0
+    check "the warm run finds every graph by its file's record" \
+      grep -qE "compile cache: $m hits, 0 misses, 0 bypassed \($m of the hits found by their file's record" "$tmp/out"
+    check "the warm run warns of nothing" bash -c "! grep -q warn '$tmp/err'"
+    check "its rows are the cold run's" diff <(columns "$tmp/cold.out") <(columns "$tmp/out")
+    check "its --out files are the cold run's" diff -r "$tmp/cold" "$tmp/warm"
+    # Bytes outside the program (a comment): no record, the entry found by key; then a record.
+    cp "$src/examples/mlp_layer.aotg" "$tmp/mlp_layer.aotg"
+    echo "# changed" >>"$tmp/mlp_layer.aotg"
+    run compile "$tmp/mlp_layer.aotg" --no-svg --cache-dir "$cache"
+    check "a file changed outside its program hits by key" grep -qE "compile cache: 1 hits, 0 misses, 0 bypassed$" "$tmp/out"
+    run compile "$tmp/mlp_layer.aotg" --no-svg --cache-dir "$cache"
+    check "... and by its own record the next time" grep -q "(1 of the hits found by their file's record" "$tmp/out"
+    run compile "$src/examples" -j 2 --no-svg --cache-dir "$cache" --seed 7
+    check "another --seed finds no record of the first" bash -c "! grep -q \"found by their file's record\" '$tmp/out'"
+    check "... and compiles the graphs with random constants again" grep -qE "compile cache: [0-9]+ hits, [1-9][0-9]* misses" "$tmp/out"
+    run compile "$src/examples/mlp_layer.aotg" --no-svg --cache-dir "$cache" --partitioner default
+    check "another partitioner finds no record" grep -qE "compile cache: 0 hits, 1 misses, 0 bypassed$" "$tmp/out"
+    # Damaged records: a warning each, every graph still found by its key.
+    find "$cache" -name '*.record' -exec sh -c 'printf garbage >"$1"' _ {} \;
+    run compile "$src/examples" -j 2 --no-svg --cache-dir "$cache"
+    check "damaged records: exit 0" test "$(rc)" -eq 0
+    check "damaged records are named in warnings" grep -qE "compile cache record .*\.record is unusable" "$tmp/err"
+    check "damaged records: every graph hits by key" grep -qE "compile cache: $m hits, 0 misses, 0 bypassed$" "$tmp/out"
+    check "damaged records: the rows are the cold run's" diff <(columns "$tmp/cold.out") <(columns "$tmp/out")
+    # Records whose entries are gone: compiled again.
+    find "$cache" -name '*.entry' -delete
+    run compile "$src/examples" -j 2 --no-svg --cache-dir "$cache"
+    check "records without entries: every graph compiled again" grep -qE "compile cache: 0 hits, $m misses, 0 bypassed$" "$tmp/out"
+    check "records without entries: the rows are the cold run's" diff <(columns "$tmp/cold.out") <(columns "$tmp/out")
+    run compile "$src/examples" -j 2 --no-svg --cache-dir "$cache" --check
+    check "--check loads every graph (no record used) and matches eager" \
+      bash -c "grep -qE 'compile cache: $m hits, 0 misses, 0 bypassed$' '$tmp/out' && test \$(cat '$tmp/rc') -eq 0"
+    run cache clear --cache-dir "$cache"
+    check "clear removes the records too" grep -qE "removed [0-9]+ entries and [1-9][0-9]* records" "$tmp/out"
+    run cache stats --cache-dir "$cache"
+    check "stats after clear: 0 records" grep -qE "^records +0$" "$tmp/out"
     ;;
   cache_kill)
     cache=$tmp/cache

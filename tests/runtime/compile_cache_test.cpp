@@ -638,6 +638,110 @@ TEST_F(DamagedEntry, TemporaryFilesOfKilledWritersAreNeverRead) {
   EXPECT_EQ(rc.cache->stats().entries, 0u);
 }
 
+// An entry of hundreds of KiB (tensor constants) is mapped, not read: its hit keeps the mapping,
+// so it must still decode and run after the entry is removed or replaced (as eviction and a
+// concurrent writer do: unlink, rename over), and equal eager.
+TEST(CompileCache, AMappedHitOutlivesItsEntryRemovedOrReplaced) {
+  for (const bool replace : {false, true}) {
+    SCOPED_TRACE(replace ? "replaced" : "removed");
+    TempDir dir;
+    RecordingCache rc(dir.path);
+    const FileJob f = file_job(kExamples / "lstm_cell.aotg", rc.cache);
+    const CompileOutput miss = compile_job(f.job);
+    ASSERT_EQ(miss.cache.outcome, CacheOutcome::Miss);
+    const fs::path entry = rc.cache->entry_path(miss.cache.key);
+    ASSERT_GE(fs::file_size(entry), 256u * 1024) << "small enough to be read, not mapped";
+    const CompileOutput hit = compile_job(f.job);
+    ASSERT_EQ(hit.cache.outcome, CacheOutcome::Hit);
+    if (replace) {
+      const fs::path other = dir.path / "other";
+      std::ofstream(other, std::ios::binary) << std::string(fs::file_size(entry), '\x5a');
+      fs::rename(other, entry);
+    } else {
+      fs::remove(entry);
+    }
+    EXPECT_EQ(printed(*hit.state()), printed(*miss.state()));  // decoded only now
+    EXPECT_THAT(check_hit_against_eager(f, hit), ::testing::IsEmpty());
+  }
+}
+
+// --- Records (CompileCache::store_record) ---------------------------------------------------------
+
+fs::path record_file(const fs::path& dir, const std::string& digest) {
+  return dir / fmt::format("v{}", CompileCache::kEntryVersion) / digest.substr(0, 2) / (digest + ".record");
+}
+
+TEST(CompileCacheRecords, RoundTripCountTowardsTheStatsAndAreCleared) {
+  TempDir dir;
+  RecordingCache rc(dir.path);
+  const std::string digest = content_hash_hex("a record");
+  EXPECT_EQ(rc.cache->load_record(digest), std::nullopt);
+  const std::string payload("payload \0 with a zero", 21);
+  rc.cache->store_record(digest, payload);
+  EXPECT_EQ(rc.cache->load_record(digest), payload);
+  EXPECT_EQ(rc.cache->load_record(content_hash_hex("another")), std::nullopt);
+  const CompileCacheStats stats = rc.cache->stats();
+  EXPECT_EQ(stats.records, 1u);
+  EXPECT_EQ(stats.entries, 0u);
+  EXPECT_GT(stats.bytes, payload.size());
+  rc.cache->clear();
+  EXPECT_EQ(rc.cache->stats().records, 0u);
+  EXPECT_EQ(rc.cache->load_record(digest), std::nullopt);
+  EXPECT_TRUE(rc.warnings.empty());
+}
+
+TEST(CompileCacheRecords, DamagedOrMisplacedRecordsAreRemovedWithAWarning) {
+  TempDir dir;
+  RecordingCache rc(dir.path);
+  const std::string digest = content_hash_hex("a record"), other = content_hash_hex("other");
+  rc.cache->store_record(other, "the other record");
+  const fs::path other_file = record_file(dir.path, other);
+  ASSERT_TRUE(fs::exists(other_file));
+  std::ifstream in(other_file, std::ios::binary);
+  const std::string framed((std::istreambuf_iterator<char>(in)), {});
+  const fs::path file = record_file(dir.path, digest);
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"garbage", std::string(100, 'x')},
+      {"truncated", framed.substr(0, framed.size() - 3)},
+      {"stored under another key", framed},
+  };
+  for (const auto& [why, bytes] : cases) {
+    SCOPED_TRACE(why);
+    rc.warnings.clear();
+    fs::create_directories(file.parent_path());
+    std::ofstream(file, std::ios::binary) << bytes;
+    std::string warning;
+    EXPECT_EQ(rc.cache->load_record(digest, &warning), std::nullopt);
+    EXPECT_FALSE(fs::exists(file));
+    ASSERT_EQ(rc.warnings.size(), 1u);
+    EXPECT_THAT(rc.warnings[0], HasSubstr(file.string()));
+    EXPECT_EQ(warning, rc.warnings[0]);
+  }
+  EXPECT_THAT(rc.warnings[0], HasSubstr("stored under another key"));
+  // A record its caller cannot use goes the same way.
+  rc.cache->reject_record(other, "its payload does not parse");
+  EXPECT_FALSE(fs::exists(other_file));
+  EXPECT_THAT(rc.warnings.back(), HasSubstr("its payload does not parse"));
+}
+
+TEST(CompileCacheRecords, AreEvictedUnderTheBoundOldestFirst) {
+  TempDir dir;
+  const std::string payload(10000, 'r');
+  RecordingCache rc(dir.path, 5 * payload.size());
+  std::vector<std::string> digests;
+  for (int i = 0; i < 12; ++i) {
+    digests.push_back(content_hash_hex(fmt::format("record {}", i)));
+    rc.cache->store_record(digests.back(), payload);
+    // Distinct times, oldest first (the file system's clock may be coarse).
+    const fs::path file = record_file(dir.path, digests.back());
+    fs::last_write_time(file, fs::file_time_type::clock::now() - std::chrono::minutes(60 - i));
+    EXPECT_LE(rc.cache->stats().bytes, 5 * payload.size());
+  }
+  EXPECT_GT(rc.cache->counters().evictions, 0u);
+  EXPECT_TRUE(rc.cache->load_record(digests.back()).has_value());
+  EXPECT_FALSE(rc.cache->load_record(digests.front()).has_value());
+}
+
 // --- Concurrency and the bound ------------------------------------------------------------------
 
 TEST(CompileCache, EvictionKeepsTheBoundAndTheRecentEntries) {

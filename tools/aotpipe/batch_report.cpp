@@ -82,7 +82,10 @@ void print_cache_outcomes(const std::vector<GraphRow>& rows) {
     fmt::print("  compile cache: off\n");
     return;
   }
-  fmt::print("  compile cache: {} hits, {} misses, {} bypassed\n", counts["hit"], counts["miss"], counts["bypassed"]);
+  const auto by_record = std::count_if(rows.begin(), rows.end(), [](const GraphRow& r) { return r.from_record; });
+  fmt::print("  compile cache: {} hits, {} misses, {} bypassed", counts["hit"], counts["miss"], counts["bypassed"]);
+  if (by_record) fmt::print(" ({} of the hits found by their file's record, the file not parsed)", by_record);
+  fmt::print("\n");
 }
 
 }  // namespace
@@ -101,7 +104,7 @@ void print_summary(const std::vector<GraphRow>& rows, double wall_seconds, const
   fmt::print("\nSummary\n");
   fmt::print("  {:>8}  {:>8}  {:>8}  {:>10}  {:>10}  {:>14}  {:>14}\n", "graphs", "ok", "failed", "wall s", "graphs/s",
              "saved default", "saved min_cut");
-  fmt::print("  {:>8}  {:>8}  {:>8}  {:>10.2f}  {:>10.1f}  {:>14}  {:>14}\n", rows.size(), rows.size() - failed, failed,
+  fmt::print("  {:>8}  {:>8}  {:>8}  {:>10.4f}  {:>10.1f}  {:>14}  {:>14}\n", rows.size(), rows.size() - failed, failed,
              wall_seconds, wall_seconds > 0 ? compiled / wall_seconds : 0.0, saved_default, saved_min_cut);
   fmt::print("  ({})\n", workers);
   print_cache_outcomes(rows);
@@ -144,6 +147,7 @@ nlohmann::json to_json(const GraphRow& row) {
                       {"message", row.message},
                       {"origin", row.origin},
                       {"cache", row.cache},
+                      {"from_record", row.from_record},
                       {"summary", nullptr}};
   if (row.summary) {
     const GraphSummary& s = *row.summary;
@@ -169,6 +173,7 @@ GraphRow graph_row_from_json(const nlohmann::json& j) {
   row.message = j.at("message").get<std::string>();
   row.origin = j.value("origin", std::string());
   row.cache = j.value("cache", std::string());
+  row.from_record = j.value("from_record", false);
   if (const nlohmann::json& s = j.at("summary"); !s.is_null()) {
     GraphSummary summary;
     summary.training = s.at("training").get<bool>();

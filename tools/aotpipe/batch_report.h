@@ -26,8 +26,9 @@ struct GraphRow {
   double total_ms = 0;
   std::string failed_stage;  // empty: ok
   std::string message;
-  std::string cache;   // the compile cache's outcome: hit, miss, bypassed, off; empty: not compiled
-  std::string origin;  // who compiled it, in a batch of shards or MPI ranks ("rank 2 on node7"); may be empty
+  std::string cache;         // the compile cache's outcome: hit, miss, bypassed, off; empty: not compiled
+  bool from_record = false;  // a hit found by the file's record (file_records.h), the file not read
+  std::string origin;        // who compiled it, in a batch of shards or MPI ranks ("rank 2 on node7"); may be empty
   bool ok() const { return failed_stage.empty(); }
 };
 

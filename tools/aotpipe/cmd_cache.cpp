@@ -34,6 +34,7 @@ int run_stats(const CacheOptions& options) {
   const CompileCacheStats stats = open_compile_cache(options.cache_dir)->stats();
   fmt::print("directory        {}\n", stats.directory.string());
   fmt::print("entries          {}\n", stats.entries);
+  fmt::print("records          {}\n", stats.records);
   fmt::print("size             {:.1f} MiB of {:.0f} MiB\n", stats.bytes / 1048576.0, stats.max_bytes / 1048576.0);
   fmt::print("temporary files  {}\n", stats.temporary_files);
   return 0;
@@ -41,9 +42,10 @@ int run_stats(const CacheOptions& options) {
 
 int run_clear(const CacheOptions& options) {
   auto cache = open_compile_cache(options.cache_dir);
-  const std::size_t entries = cache->stats().entries;
+  const CompileCacheStats before = cache->stats();
   cache->clear();
-  fmt::print("removed {} entries from {}\n", entries, cache->directory().string());
+  fmt::print("removed {} entries and {} records from {}\n", before.entries, before.records,
+             cache->directory().string());
   return 0;
 }
 
@@ -51,8 +53,8 @@ int run_explain(const CacheOptions& options) {
   auto cache = open_compile_cache(options.cache_dir);
   // The key holds the pipeline as the compile sees it (normalized by parsing).
   const std::string pipeline = compile_stage_registry().parse(options.pipeline, "aot").to_string();
-  JobSettings settings{options.device, options.seed, options.no_cpu_fallback, partitioner_named(options.partitioner),
-                       cache};
+  JobSettings settings{
+      options.device, options.seed, options.no_cpu_fallback, partitioner_named(options.partitioner), cache, {}};
   int status = 0;
   for (const GraphFile& file : collect_graph_files(options.inputs, {kGraphExtension, kExportExtension})) {
     GraphRow row;
@@ -88,7 +90,7 @@ Command add_cache_command(CLI::App& parent) {
                     fmt::format("The cache's folder (default: {})", CompileCache::default_directory().string()));
   };
   CLI::App* stats = app->add_subcommand("stats", "Entries, size and bound of the cache");
-  CLI::App* clear = app->add_subcommand("clear", "Remove every entry");
+  CLI::App* clear = app->add_subcommand("clear", "Remove every entry and record");
   CLI::App* explain = app->add_subcommand("explain", "Print each graph's key ingredients, key and entry");
   for (CLI::App* sub : {stats, clear, explain}) add_dir(sub);
   explain->add_option("inputs", options->inputs, "Graph files (.aotg), archives (.pt2) or directories")->required();

@@ -17,6 +17,7 @@
 #include "aotpipe/compile_jobs.h"
 #include "aotpipe/compile_report.h"
 #include "aotpipe/exported_programs.h"
+#include "aotpipe/file_records.h"
 #include "aotpipe/graph_files.h"
 #include "aotpipe/load_graph.h"
 #include "aotpipe/mpi_batch.h"
@@ -34,6 +35,7 @@
 #include <aotpipe/runtime/compile_pipeline.h>
 #include <aotpipe/runtime/eager_equivalence.h>
 #include <aotpipe/runtime/graph_function.h>
+#include <aotpipe/runtime/post_compile.h>
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <fmt/format.h>
@@ -118,14 +120,19 @@ struct BatchContext {
   std::set<std::string> top_level_stages;
   std::string partitioner;  // the one the pipeline uses (effective_partitioner): its partition is reused
   std::shared_ptr<ChromeTraceRecorder> trace;
+  // The cache's file records (file_records.h); null without a cache, or with --check (which
+  // loads every graph to run it eagerly).
+  const FileRecords* records;
   // One graph finished (or failed before its compile): for the progress bar. Thread-safe.
   std::function<void(std::string_view name, bool ok)> report;
 };
 
 using IndexedRow = std::pair<std::size_t, GraphRow>;  // a row and its file's index in the batch
 
-// The row of one compiled graph: its times, summary, outputs (--out) and eager check (--check).
-void fill_row(const BatchContext& ctx, const PreparedGraph& prepared, CompileResult& result, GraphRow& row) {
+// The row of one compiled graph: its times, summary, outputs (--out) and eager check (--check);
+// then its file record (`record_digest`, when records are on).
+void fill_row(const BatchContext& ctx, const PreparedGraph& prepared, CompileResult& result, GraphRow& row,
+              const std::optional<std::string>& record_digest) {
   const CompileOptions& options = ctx.options;
   row.total_ms = std::chrono::duration<double, std::milli>(result.elapsed).count();
   for (const StageTime& s : result.stages)
@@ -150,6 +157,9 @@ void fill_row(const BatchContext& ctx, const PreparedGraph& prepared, CompileRes
     row.message = strip_backtrace(e.what());
     return;
   }
+  const CacheOutcome outcome = result.output->cache.outcome;
+  if (ctx.records && record_digest && (outcome == CacheOutcome::Miss || outcome == CacheOutcome::Hit))
+    ctx.records->store(*record_digest, result.output->cache.key, row);
   if (!options.check) return;
   try {
     std::vector<std::string> diffs = check_against_eager(prepared, *result.output, options.seed);
@@ -177,14 +187,62 @@ void for_each_on_pool(Scheduler& scheduler, std::size_t count, std::size_t threa
 // Loads, compiles and reports the batch files `chunk` (batch indices). Loading files and
 // reporting (summaries, --out, --check) run on the pool like the compiles: on the main thread
 // they were a serial part that kept -j from scaling.
+// A graph found by its file record: the record's row, and --out's files from the entry.
+void fill_row_from_record(const BatchContext& ctx, FileRecords::Hit& hit, GraphRow& row) {
+  GraphRow& recorded = hit.row;
+  row.summary = recorded.summary;
+  row.cpu_fallbacks = std::move(recorded.cpu_fallbacks);
+  row.backend_notes = std::move(recorded.backend_notes);
+  row.cache = std::string(to_string(CacheOutcome::Hit));
+  row.from_record = true;
+  ctx.settings.cache->count(CacheOutcome::Hit);
+  if (ctx.options.out_dir.empty()) return;
+  try {
+    const AotConfig& config = ctx.records->config();
+    const auto state = state_of(*hit.artifact, config, compile_on_first_call(hit.artifact, config));
+    write_graph_outputs(*state, *row.summary, std::filesystem::path(ctx.options.out_dir) / row.name,
+                        !ctx.options.no_svg);
+  } catch (const std::exception& e) {
+    row.failed_stage = "report";
+    row.message = strip_backtrace(e.what());
+  }
+}
+
+// Whether file `index` was found by its record (then `row` is filled); sets `digest` when records are on.
+bool found_by_record(const BatchContext& ctx, std::size_t index, GraphRow& row, std::optional<std::string>& digest) {
+  if (!ctx.records || !ctx.files[index].error.empty()) return false;
+  const auto start = StageEvent::Clock::now();
+  digest = ctx.records->digest_of(ctx.files[index].path);
+  if (!digest) return false;
+  std::optional<FileRecords::Hit> hit = ctx.records->load(*digest);
+  if (!hit) return false;
+  fill_row_from_record(ctx, *hit, row);
+  const auto end = StageEvent::Clock::now();
+  row.total_ms = std::chrono::duration<double, std::milli>(end - start).count();
+  if (ctx.trace) {
+    const StageEvent event{row.name, "cache hit (file record)", start, std::this_thread::get_id(),
+                           end,      std::this_thread::get_id()};
+    ctx.trace->before_stage(event);
+    ctx.trace->after_stage(event);
+  }
+  return true;
+}
+
+// Loads, compiles and reports the batch files `chunk` (batch indices). Loading files and
+// reporting (summaries, --out, --check) run on the pool like the compiles: on the main thread
+// they were a serial part that kept -j from scaling. A file found by its record is neither
+// loaded nor compiled.
 std::vector<IndexedRow> compile_chunk(const BatchContext& ctx, const std::vector<std::size_t>& chunk) {
   std::vector<IndexedRow> rows(chunk.size());
   std::vector<PreparedGraph> prepared(chunk.size());
+  std::vector<std::optional<std::string>> record_digests(chunk.size());
   for_each_on_pool(ctx.scheduler, chunk.size(), ctx.threads, [&](std::size_t i) {
     const std::size_t index = chunk[i];
     GraphRow& row = rows[i].second;
     rows[i].first = index;
     row.file = ctx.files[index].path.string();
+    row.name = ctx.names[index];
+    if (found_by_record(ctx, index, row, record_digests[i])) return ctx.report(row.name, row.ok());
     prepared[i] = prepare(ctx.files[index], ctx.settings, row);
     row.name = ctx.names[index];
     if (prepared[i].job)
@@ -205,7 +263,8 @@ std::vector<IndexedRow> compile_chunk(const BatchContext& ctx, const std::vector
   if (ctx.trace) batch.hooks.add(ctx.trace);
   std::vector<CompileResult> results = compile_batch(std::move(jobs), ctx.pipeline, ctx.scheduler, std::move(batch));
   for_each_on_pool(ctx.scheduler, results.size(), ctx.threads, [&](std::size_t j) {
-    fill_row(ctx, prepared[row_of_job[j]], results[j], rows[row_of_job[j]].second);
+    const std::size_t i = row_of_job[j];
+    fill_row(ctx, prepared[i], results[j], rows[i].second, record_digests[i]);
   });
   return rows;
 }
@@ -292,6 +351,8 @@ int run_compile(const CompileOptions& options) {
     progress.update(shown);
   };
   auto trace = options.trace_file.empty() ? nullptr : std::make_shared<ChromeTraceRecorder>();
+  const std::unique_ptr<FileRecords> records =
+      options.check ? nullptr : FileRecords::open(settings, pipeline.to_string());
   BatchContext ctx{options,
                    settings,
                    files,
@@ -302,6 +363,7 @@ int run_compile(const CompileOptions& options) {
                    std::set<std::string>(stage_columns.begin(), stage_columns.end()),
                    effective_partitioner(options.pipeline, options.partitioner),
                    trace,
+                   records.get(),
                    [&](std::string_view name, bool ok) {
                      if (reporter) return show(name, ok);
                      mpi->send_progress(ok, std::string(name));

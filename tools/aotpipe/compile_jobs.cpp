@@ -35,16 +35,20 @@ Compiler backend_named(const std::string& name) {
                                               fmt::format("{}", fmt::join(backend_names(), ", ")) + ")");
 }
 
+AotConfig job_config(const JobSettings& settings) {
+  AotConfig config;
+  config.partition_fn = settings.partitioner;
+  config.allow_cpu_fallback = !settings.no_cpu_fallback;
+  config.cache = settings.cache;
+  config.fw_compiler = settings.backend;
+  return config;
+}
+
 namespace {
 
 CompileJob make_job(std::string name, Function fn, TensorList example_args, const JobSettings& settings,
                     std::shared_ptr<const Graph> program) {
-  CompileJob job{std::move(name), std::move(fn), std::move(example_args), {}, std::move(program)};
-  job.config.partition_fn = settings.partitioner;
-  job.config.allow_cpu_fallback = !settings.no_cpu_fallback;
-  job.config.cache = settings.cache;
-  job.config.fw_compiler = settings.backend;
-  return job;
+  return CompileJob{std::move(name), std::move(fn), std::move(example_args), job_config(settings), std::move(program)};
 }
 
 // A .pt2 archive: its flat function (lifted state, then user inputs) compiled on metadata examples

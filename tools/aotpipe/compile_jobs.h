@@ -24,6 +24,9 @@ struct JobSettings {
   Compiler backend;                     // empty: the interpreter
 };
 
+// The configuration of every job of a batch (a .pt2 job adds its num_params_buffers).
+AotConfig job_config(const JobSettings& settings);
+
 // The backends `--backend` names: "interpreter", and "cuda_graphs" where the build has the
 // CUDA-graph backend (aotpipe::cuda). Throws CLI::ValidationError naming --backend otherwise.
 std::vector<std::string> backend_names();

@@ -61,10 +61,18 @@ std::vector<GraphFile> collect_graph_files(const std::vector<std::string>& paths
 std::string read_text_file(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error(fmt::format("cannot open: {}", std::strerror(errno)));
-  std::ostringstream text;
-  text << in.rdbuf();
+  // One read of the size the file has now (a warm `aotpipe compile` hashes every file it is given),
+  // then on to the end in case it grew meanwhile.
+  std::error_code ec;
+  const auto size = fs::file_size(path, ec);
+  std::string text(ec ? 0 : static_cast<std::size_t>(size), '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<std::size_t>(in.gcount()));
+  if (in.eof()) return text;  // shorter than file_size said
+  char rest[4096];
+  while (in.read(rest, sizeof rest) || in.gcount() > 0) text.append(rest, static_cast<std::size_t>(in.gcount()));
   if (in.bad()) throw std::runtime_error(fmt::format("cannot read: {}", std::strerror(errno)));
-  return std::move(text).str();
+  return text;
 }
 
 std::string graph_name_hint(const GraphFile& file) {

@@ -1,0 +1,84 @@
+#include "aotpipe/file_records.h"
+#include "aotpipe/graph_files.h"
+
+#include <aotpipe/runtime/cache_key.h>
+
+#include <nlohmann/json.hpp>
+
+#include <exception>
+#include <utility>
+
+namespace aotpipe::cli {
+
+std::unique_ptr<FileRecords> FileRecords::open(const JobSettings& settings, std::string_view pipeline_text) {
+  if (!settings.cache) return nullptr;
+  AotConfig config = job_config(settings);
+  ConfigIngredients configured = config_key_ingredients(config, pipeline_text);
+  if (!configured.ok()) return nullptr;
+  std::vector<std::pair<std::string, std::string>> ingredients = {
+      {"record", "aotpipe compile: a graph file"},
+      {"seed", std::to_string(settings.seed)},
+      {"device", settings.device},
+      {"grad_mode", grad_mode_ingredient()},
+  };
+  std::move(configured.ingredients.begin(), configured.ingredients.end(), std::back_inserter(ingredients));
+  return std::unique_ptr<FileRecords>(
+      new FileRecords(settings.cache, std::move(config), cache_key_digest(ingredients)));
+}
+
+FileRecords::FileRecords(std::shared_ptr<CompileCache> cache, AotConfig config, std::string options_digest)
+    : cache_(std::move(cache)), config_(std::move(config)), options_digest_(std::move(options_digest)) {}
+
+std::optional<std::string> FileRecords::digest_of(const std::filesystem::path& file) const {
+  std::string bytes;
+  try {
+    bytes = read_text_file(file);
+  } catch (const std::exception&) { return std::nullopt; }
+  // The extension too: it decides how the bytes are read (.aotg text or a .pt2 archive).
+  return cache_key_digest(
+      {{"options", options_digest_}, {"extension", file.extension().string()}, {"bytes", content_hash_hex(bytes)}});
+}
+
+namespace {
+
+bool is_digest(const std::string& text) {
+  return text.size() == 32 && text.find_first_not_of("0123456789abcdef") == std::string::npos;
+}
+
+}  // namespace
+
+std::optional<FileRecords::Hit> FileRecords::load(const std::string& digest) const {
+  std::optional<std::string> payload = cache_->load_record(digest);
+  if (!payload) return std::nullopt;
+  Hit hit;
+  std::string entry;
+  try {
+    const nlohmann::json record = nlohmann::json::parse(*payload);
+    entry = record.at("entry").get<std::string>();
+    if (!is_digest(entry)) throw std::invalid_argument("its entry is not a key: '" + entry + "'");
+    hit.row = graph_row_from_json(record.at("row"));
+    if (!hit.row.ok() || !hit.row.summary) throw std::invalid_argument("its row is not a compiled graph's");
+  } catch (const std::exception& e) {
+    cache_->reject_record(digest, e.what());
+    return std::nullopt;
+  }
+  CacheKey key;
+  key.digest = std::move(entry);
+  hit.artifact = cache_->load(key);  // checked as any hit's; gone or unusable: a miss
+  if (!hit.artifact) return std::nullopt;
+  return hit;
+}
+
+void FileRecords::store(const std::string& digest, std::string_view entry_key, const GraphRow& row) const {
+  GraphRow kept = row;  // what is the same in every run: not the file, the name, the times
+  kept.file.clear();
+  kept.name.clear();
+  kept.stage_ms.clear();
+  kept.total_ms = 0;
+  kept.cache.clear();
+  kept.origin.clear();
+  const nlohmann::json record = {{"entry", entry_key}, {"row", to_json(kept)}};
+  cache_->store_record(digest, record.dump());
+}
+
+}  // namespace aotpipe::cli
