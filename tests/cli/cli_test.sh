@@ -427,6 +427,13 @@ case $mode in
     check "a file changed outside its program hits by key" grep -qE "compile cache: 1 hits, 0 misses, 0 bypassed$" "$tmp/out"
     run compile "$tmp/mlp_layer.aotg" --no-svg --cache-dir "$cache"
     check "... and by its own record the next time" grep -q "(1 of the hits found by their file's record" "$tmp/out"
+    # Another graph name, the same program: the same entry, the outputs named after this graph.
+    sed 's/^graph mlp_layer(/graph renamed_layer(/' "$src/examples/mlp_layer.aotg" >"$tmp/renamed_layer.aotg"
+    for pass in key record; do
+      run compile "$tmp/renamed_layer.aotg" --no-svg --cache-dir "$cache" --out "$tmp/renamed-$pass"
+      check "a renamed graph hits ($pass)" grep -qE "compile cache: 1 hits, 0 misses" "$tmp/out"
+      check "its outputs carry its name ($pass)" grep -q "^renamed_layer: joint graph" "$tmp/renamed-$pass/renamed_layer/partition.txt"
+    done
     run compile "$src/examples" -j 2 --no-svg --cache-dir "$cache" --seed 7
     check "another --seed finds no record of the first" bash -c "! grep -q \"found by their file's record\" '$tmp/out'"
     check "... and compiles the graphs with random constants again" grep -qE "compile cache: [0-9]+ hits, [1-9][0-9]* misses" "$tmp/out"

@@ -199,7 +199,10 @@ void fill_row_from_record(const BatchContext& ctx, FileRecords::Hit& hit, GraphR
   if (ctx.options.out_dir.empty()) return;
   try {
     const AotConfig& config = ctx.records->config();
-    const auto state = state_of(*hit.artifact, config, compile_on_first_call(hit.artifact, config));
+    // The entry may be another file's with the same program: the outputs carry this graph's name.
+    auto artifact = std::make_shared<CompiledArtifact>(*hit.artifact);  // shares the graphs
+    artifact->name = row.name;
+    const auto state = state_of(*artifact, config, compile_on_first_call(artifact, config));
     write_graph_outputs(*state, *row.summary, std::filesystem::path(ctx.options.out_dir) / row.name,
                         !ctx.options.no_svg);
   } catch (const std::exception& e) {
