@@ -48,6 +48,7 @@ struct FileContents {
   std::shared_ptr<const void> owner;
   std::string_view bytes;
   struct timespec mtime {};
+  bool mapped = false;
 };
 
 // Entries this large are mapped rather than read where the folder is on a local filesystem: a
@@ -86,8 +87,12 @@ struct Mapping {
 std::optional<FileContents> map_file(int fd, std::size_t size) {
   void* address = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
   if (address == MAP_FAILED) return std::nullopt;
-  FileContents file;
   auto mapping = std::make_shared<const Mapping>(address, size);
+  // Changed in place since fstat (no aotpipe writer does that): a read finds out how.
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || static_cast<std::size_t>(st.st_size) != size) return std::nullopt;
+  FileContents file;
+  file.mapped = true;
   file.bytes = std::string_view(static_cast<const char*>(address), size);
   file.owner = std::move(mapping);
   return file;
@@ -309,6 +314,7 @@ std::shared_ptr<CompiledArtifact> CompileCache::load(const CacheKey& key, std::s
     Opened opened = open_entry(file->owner, file->bytes, key, fmt::format("compile cache entry {}", path),
                                [path] { ::unlink(path.c_str()); });
     if (opened.artifact) {
+      if (file->mapped) mapped_.fetch_add(1);
       if (needs_refresh(file->mtime)) ::utimensat(AT_FDCWD, path.c_str(), nullptr, 0);  // used: evicted last
       return opened.artifact;
     }
@@ -518,8 +524,18 @@ void CompileCache::clear() {
 }
 
 CompileCacheCounters CompileCache::counters() const {
-  return {hits_.load(),      misses_.load(),   bypassed_.load(),    stores_.load(),
-          evictions_.load(), rejected_.load(), remote_hits_.load(), remote_off_.load()};
+  return {hits_.load(),     misses_.load(),      bypassed_.load(),   stores_.load(), evictions_.load(),
+          rejected_.load(), remote_hits_.load(), remote_off_.load(), mapped_.load()};
+}
+
+bool CompileCache::maps_large_entries() const {
+  std::error_code ec;
+  fs::create_directories(directory_, ec);
+  const int fd = ::open(directory_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool local = is_local_filesystem(fd);
+  ::close(fd);
+  return local;
 }
 
 // --- Single flight ------------------------------------------------------------------------------

@@ -66,9 +66,12 @@ struct CacheReport {
 };
 
 struct CompileCacheCounters {
-  std::size_t hits = 0, misses = 0, bypassed = 0, stores = 0, evictions = 0, rejected = 0;
+  std::size_t hits = 0, misses = 0, bypassed = 0, stores = 0;
+  std::size_t evictions = 0;    // entries and records removed to keep the bound
+  std::size_t rejected = 0;     // unusable entries and records removed
   std::size_t remote_hits = 0;  // hits served by the remote (included in hits)
   bool remote_failed = false;   // the remote was turned off after an error
+  std::size_t mapped = 0;       // local hits whose entry was mapped rather than read
 };
 
 struct CompileCacheStats {
@@ -109,6 +112,10 @@ class CompileCache {
   void store_record(std::string_view digest, std::string_view payload);  // never throws (a failure warns)
   // A record its caller found unusable (its payload does not parse): removed with a warning.
   void reject_record(std::string_view digest, std::string_view why, std::string* warning = nullptr);
+
+  // Whether entries of 256 KiB or more are mapped rather than read: the folder is on a local
+  // filesystem (docs/cache.md).
+  bool maps_large_entries() const;
 
   CompileCacheStats stats() const;
   // Removes every entry, record and temporary file.
@@ -177,7 +184,8 @@ class CompileCache {
   std::uint64_t known_bytes_ = 0;  // the folder's size as this process last scanned it plus its writes
   bool scanned_ = false;
 
-  std::atomic<std::size_t> hits_{0}, misses_{0}, bypassed_{0}, stores_{0}, evictions_{0}, rejected_{0}, remote_hits_{0};
+  std::atomic<std::size_t> hits_{0}, misses_{0}, bypassed_{0}, stores_{0}, evictions_{0}, rejected_{0}, remote_hits_{0},
+      mapped_{0};
 };
 
 }  // namespace aotpipe

@@ -46,7 +46,8 @@ const std::vector<CompileStageEntry>& compile_stages() {
        without_parameters<JointStage>("joint")},
       {"partition", "split the joint graph into forward and backward", "min_cut or default",
        [](std::string_view parameters) -> AnyStage<CompileState> {
-         return PartitionStage{parameters.empty() ? Partitioner{} : partitioner_named(parameters)};
+         if (parameters.empty()) return PartitionStage{};
+         return PartitionStage{partitioner_named(parameters), std::string(parameters)};
        }},
       {"compile", "hand the graphs to the backend compilers", "", without_parameters<CompileGraphsStage>("compile")},
   };

@@ -1,3 +1,4 @@
+#include <aotpipe/pipeline/identified.h>
 #include <aotpipe/pipeline/lazy.h>
 #include <aotpipe/pipeline/when_all.h>
 #include <aotpipe/stages/compile/backend_notes.h>
@@ -25,6 +26,12 @@ std::vector<TensorMeta> input_metas(const Graph& graph) {
 
 std::shared_ptr<const PartitionResult> partition_joint(const JointGraph& joint, const Partitioner& partitioner) {
   return std::make_shared<const PartitionResult>(partitioner(joint));
+}
+
+std::string PartitionStage::description() const {
+  if (!parameter.empty()) return "partition(" + parameter + ")";
+  if (!partitioner) return "partition";
+  return "partition(" + identity_of(partitioner).value_or("unnamed") + ")";
 }
 
 Task<void> PartitionStage::run(CompileState& state, const JobEnv&) const {

@@ -23,7 +23,14 @@ std::shared_ptr<const PartitionResult> partition_joint(const JointGraph& joint, 
 struct PartitionStage {
   // Overrides the config's partition_fn when set (the pipeline text's `partition(default)`).
   Partitioner partitioner = {};
+  // The override's name in the pipeline text ("default", "min_cut"); empty: none, or one the
+  // text cannot name.
+  std::string parameter = {};
   std::string_view name() const { return "partition"; }
+  // "partition", "partition(default)"; an override the text cannot name shows as
+  // "partition(<its identity or 'unnamed'>)", which no registry parses, so the compile cache
+  // bypasses such a pipeline instead of keying it as the plain stage.
+  std::string description() const;
   Task<void> run(CompileState& state, const JobEnv& env) const;
 };
 

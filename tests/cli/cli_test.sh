@@ -437,8 +437,14 @@ case $mode in
     run compile "$src/examples" -j 2 --no-svg --cache-dir "$cache" --seed 7
     check "another --seed finds no record of the first" bash -c "! grep -q \"found by their file's record\" '$tmp/out'"
     check "... and compiles the graphs with random constants again" grep -qE "compile cache: [0-9]+ hits, [1-9][0-9]* misses" "$tmp/out"
-    run compile "$src/examples/mlp_layer.aotg" --no-svg --cache-dir "$cache" --partitioner default
-    check "another partitioner finds no record" grep -qE "compile cache: 0 hits, 1 misses, 0 bypassed$" "$tmp/out"
+    # Each option that changes the compile is in the record's digest: none finds the first run's.
+    for option in "--partitioner default" "--device cuda:0" "--no-cpu-fallback" \
+      "--pipeline metadata,dedupe,synthetic_base,joint,partition(default),compile"; do
+      run compile "$src/examples/mlp_layer.aotg" --no-svg --cache-dir "$cache" $option
+      check "$option finds no record of the first run" bash -c "! grep -q \"found by their file's record\" '$tmp/out'"
+    done
+    check "another partitioner is another entry too" grep -qE "compile cache: 0 hits, 1 misses, 0 bypassed$" \
+      <("$exe" compile "$src/examples/mlp_layer.aotg" --no-svg --cache-dir "$tmp/other-cache" --partitioner default)
     # Damaged records: a warning each, every graph still found by its key.
     find "$cache" -name '*.record' -exec sh -c 'printf garbage >"$1"' _ {} \;
     run compile "$src/examples" -j 2 --no-svg --cache-dir "$cache"

@@ -18,6 +18,7 @@
 #include <aotpipe/runtime/eager_equivalence.h>
 #include <aotpipe/runtime/graph_function.h>
 #include <aotpipe/stages/compile/backends.h>
+#include <aotpipe/stages/compile/compile_stage.h>
 #include <aotpipe/stages/metadata/collect_metadata.h>
 #include <aotpipe/stages/partition/default_partition.h>
 #include <aotpipe/stages/partition/min_cut_partition.h>
@@ -325,6 +326,27 @@ TEST(CacheKey, ChangesWithThePipeline) {
   KeyCase c;
   c.pipeline = "metadata,dedupe,synthetic_base,joint,partition(default),compile";
   EXPECT_NE(c.key(), kBase);
+}
+
+// A compile keys on its pipeline's text form (Pipeline::to_string): a partition stage's own
+// partitioner must show there, or pipelines that partition differently would share entries.
+TEST(CacheKey, ChangesWithThePartitionStagesOwnPartitioner) {
+  const auto text_of = [](const std::string& text) { return compile_stage_registry().parse(text, "aot").to_string(); };
+  KeyCase named;
+  named.pipeline = text_of("metadata,dedupe,synthetic_base,joint,partition(default),compile");
+  EXPECT_EQ(named.pipeline, "metadata,dedupe,synthetic_base,joint,partition(default),compile");
+  EXPECT_NE(named.key(), kBase);
+  KeyCase plain;
+  plain.pipeline = text_of(default_compile_pipeline_text());
+  EXPECT_EQ(plain.key(), kBase);
+  // An override the text cannot name is not keyed as the plain stage: the pipeline bypasses.
+  Pipeline<CompileState> custom = compile_stage_registry().parse(default_compile_pipeline_text(), "aot");
+  custom.replace("partition", PartitionStage{partitioners::default_partition()});
+  KeyCase c;
+  c.pipeline = custom.to_string();
+  EXPECT_THAT(c.pipeline, HasSubstr("partition(aotpipe.default"));
+  EXPECT_THAT(make_cache_key(c.graph.get(), graph_function(c.graph), c.args, c.config, c.pipeline).bypass_reason,
+              HasSubstr("not built in"));
 }
 
 TEST(CacheKey, ChangesWithThePartitionerAndItsOptions) {
@@ -646,6 +668,8 @@ TEST(CompileCache, AMappedHitOutlivesItsEntryRemovedOrReplaced) {
     SCOPED_TRACE(replace ? "replaced" : "removed");
     TempDir dir;
     RecordingCache rc(dir.path);
+    if (!rc.cache->maps_large_entries())
+      GTEST_SKIP() << "the temporary folder " << dir.path << " is not on a local filesystem: entries are read there";
     const FileJob f = file_job(kExamples / "lstm_cell.aotg", rc.cache);
     const CompileOutput miss = compile_job(f.job);
     ASSERT_EQ(miss.cache.outcome, CacheOutcome::Miss);
@@ -653,6 +677,7 @@ TEST(CompileCache, AMappedHitOutlivesItsEntryRemovedOrReplaced) {
     ASSERT_GE(fs::file_size(entry), 256u * 1024) << "small enough to be read, not mapped";
     const CompileOutput hit = compile_job(f.job);
     ASSERT_EQ(hit.cache.outcome, CacheOutcome::Hit);
+    EXPECT_EQ(rc.cache->counters().mapped, 1u);
     if (replace) {
       const fs::path other = dir.path / "other";
       std::ofstream(other, std::ios::binary) << std::string(fs::file_size(entry), '\x5a');

@@ -159,7 +159,7 @@ void fill_row(const BatchContext& ctx, const PreparedGraph& prepared, CompileRes
   }
   const CacheOutcome outcome = result.output->cache.outcome;
   if (ctx.records && record_digest && (outcome == CacheOutcome::Miss || outcome == CacheOutcome::Hit))
-    ctx.records->store(*record_digest, result.output->cache.key, row);
+    ctx.records->store(row.file, *record_digest, result.output->cache.key, row);
   if (!options.check) return;
   try {
     std::vector<std::string> diffs = check_against_eager(prepared, *result.output, options.seed);

@@ -3,12 +3,30 @@
 
 #include <aotpipe/runtime/cache_key.h>
 
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <exception>
 #include <utility>
 
 namespace aotpipe::cli {
+namespace {
+
+// The accelerators this process has. A graph's constants on a device the process lacks are
+// bound as data-less examples, and keyed so: the same file and options key differently on a
+// machine (or under CUDA_VISIBLE_DEVICES) with the device, and must not share a record.
+std::string devices_here() {
+  std::string out;
+  for (const c10::DeviceType type : {c10::DeviceType::CUDA, c10::DeviceType::HIP, c10::DeviceType::XPU,
+                                     c10::DeviceType::MPS, c10::DeviceType::PrivateUse1}) {
+    const int count = c10::impl::hasDeviceGuardImpl(type) ? c10::impl::getDeviceGuardImpl(type)->deviceCount() : 0;
+    fmt::format_to(std::back_inserter(out), "{}{}={}", out.empty() ? "" : " ", c10::DeviceTypeName(type, true), count);
+  }
+  return out;
+}
+
+}  // namespace
 
 std::unique_ptr<FileRecords> FileRecords::open(const JobSettings& settings, std::string_view pipeline_text) {
   if (!settings.cache) return nullptr;
@@ -20,6 +38,7 @@ std::unique_ptr<FileRecords> FileRecords::open(const JobSettings& settings, std:
       {"seed", std::to_string(settings.seed)},
       {"device", settings.device},
       {"grad_mode", grad_mode_ingredient()},
+      {"devices", devices_here()},
   };
   std::move(configured.ingredients.begin(), configured.ingredients.end(), std::back_inserter(ingredients));
   return std::unique_ptr<FileRecords>(
@@ -69,7 +88,11 @@ std::optional<FileRecords::Hit> FileRecords::load(const std::string& digest) con
   return hit;
 }
 
-void FileRecords::store(const std::string& digest, std::string_view entry_key, const GraphRow& row) const {
+void FileRecords::store(const std::filesystem::path& file, const std::string& digest, std::string_view entry_key,
+                        const GraphRow& row) const {
+  // The compile read the file again after its digest was taken: if the file changed meanwhile,
+  // the digest is of other bytes than the compile's, and the record would send them to it.
+  if (digest_of(file) != digest) return;
   GraphRow kept = row;  // what is the same in every run: not the file, the name, the times
   kept.file.clear();
   kept.name.clear();
@@ -77,8 +100,12 @@ void FileRecords::store(const std::string& digest, std::string_view entry_key, c
   kept.total_ms = 0;
   kept.cache.clear();
   kept.origin.clear();
-  const nlohmann::json record = {{"entry", entry_key}, {"row", to_json(kept)}};
-  cache_->store_record(digest, record.dump());
+  try {
+    const nlohmann::json record = {{"entry", entry_key}, {"row", to_json(kept)}};
+    cache_->store_record(digest, record.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  } catch (const std::exception& e) {  // a record is an optimization: never a failure
+    cache_->warn(fmt::format("compile cache: could not store the record of {} ({})", file.string(), e.what()));
+  }
 }
 
 }  // namespace aotpipe::cli

@@ -3,7 +3,8 @@
 // cache's records (CompileCache::store_record) of "this file's bytes, compiled with these
 // options, are entry K; the report's row was R" (ccache's direct mode). A record's digest covers
 // the file's bytes and everything else the compile depends on (the cache key's configuration
-// ingredients, the seed of the random constants, the device, grad mode), so a warm run reads
+// ingredients, the seed of the random constants, --device, grad mode, the accelerators this
+// process has), so a warm run reads
 // and hashes the file, loads entry K and takes the report's numbers from the record, instead of
 // loading the file, making its example inputs, hashing its canonical program and decoding the
 // artifact's graphs to count their ops and run the other partitioner.
@@ -39,8 +40,11 @@ class FileRecords {
   // The record's entry and row; nullopt on a miss (no record, its entry gone or unusable, a
   // record that does not parse: removed with a warning).
   std::optional<Hit> load(const std::string& digest) const;
-  // After a compile (or a hit found by key) of the file: its entry's key and its report row.
-  void store(const std::string& digest, std::string_view entry_key, const GraphRow& row) const;
+  // After a compile (or a hit found by key) of `file`, whose digest was `digest` before it was
+  // loaded: its entry's key and its report row. Nothing is stored when the file changed since
+  // (its bytes no longer have that digest), and a failure only warns.
+  void store(const std::filesystem::path& file, const std::string& digest, std::string_view entry_key,
+             const GraphRow& row) const;
 
   const AotConfig& config() const { return config_; }  // the batch's compile configuration
 

@@ -1,0 +1,128 @@
+// aotpipe compile's file records (tools/aotpipe/file_records.h): the digest follows the file's
+// bytes and extension and each option of the batch, not the file's path; a record is refused
+// when the file changed after its digest was taken; a record's row survives any text.
+#include "aotpipe/file_records.h"
+
+#include "../runtime/temp_dir.h"
+
+#include <aotpipe/runtime/aot_function.h>
+#include <aotpipe/runtime/compile_cache.h>
+#include <aotpipe/runtime/compile_pipeline.h>
+#include <aotpipe/stages/partition/default_partition.h>
+#include <aotpipe/stages/partition/min_cut_partition.h>
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+namespace aotpipe::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::TempDir;
+
+struct Records : ::testing::Test {
+  TempDir dir;
+  std::shared_ptr<CompileCache> cache = [this] {
+    CompileCacheOptions options;
+    options.directory = dir.path / "cache";
+    options.on_warning = [this](std::string_view m) { warnings.emplace_back(m); };
+    return std::make_shared<CompileCache>(std::move(options));
+  }();
+  std::vector<std::string> warnings;
+
+  JobSettings settings() const {
+    return {"", 0, false, partitioners::min_cut_rematerialization_partition(), cache, {}};
+  }
+  std::string digest(const JobSettings& s, const fs::path& file) const {
+    auto records = FileRecords::open(s, default_compile_pipeline_text());
+    EXPECT_TRUE(records);
+    return records->digest_of(file).value();
+  }
+  fs::path write(const std::string& name, const std::string& text) const {
+    std::ofstream(dir.path / name, std::ios::binary) << text;
+    return dir.path / name;
+  }
+};
+
+TEST_F(Records, TheDigestFollowsTheBytesTheExtensionAndEachOptionNotThePath) {
+  const fs::path file = write("a.aotg", "graph g():\n  return ()\n");
+  const std::string base = digest(settings(), file);
+  EXPECT_EQ(digest(settings(), write("b.aotg", "graph g():\n  return ()\n")), base);
+  EXPECT_NE(digest(settings(), write("c.aotg", "graph g():\n  return ()\n# changed\n")), base);
+  EXPECT_NE(digest(settings(), write("a.pt2", "graph g():\n  return ()\n")), base);
+  JobSettings s = settings();
+  s.seed = 1;
+  EXPECT_NE(digest(s, file), base);
+  s = settings();
+  s.device = "cuda:0";
+  EXPECT_NE(digest(s, file), base);
+  s = settings();
+  s.no_cpu_fallback = true;
+  EXPECT_NE(digest(s, file), base);
+  s = settings();
+  s.partitioner = partitioners::default_partition();
+  EXPECT_NE(digest(s, file), base);
+  auto records = FileRecords::open(settings(), "metadata,dedupe,synthetic_base,joint,partition(default),compile");
+  EXPECT_NE(records->digest_of(file).value(), base);
+  EXPECT_FALSE(FileRecords::open(settings(), "metadata,my_stage,compile"));  // bypassed: nothing to point at
+  s.cache = nullptr;
+  EXPECT_FALSE(FileRecords::open(s, default_compile_pipeline_text()));
+  EXPECT_FALSE(FileRecords::open(settings(), default_compile_pipeline_text())->digest_of(dir.path / "absent.aotg"));
+}
+
+GraphRow compiled_row() {
+  GraphRow row;
+  row.summary = GraphSummary{true, 10, 4, 6, PartitionNumbers{2, 64, 0}, PartitionNumbers{1, 32, 1}};
+  row.backend_notes = {"not UTF-8: \xff\xfe"};
+  return row;
+}
+
+TEST_F(Records, ARecordOfAFileChangedSinceItsDigestIsNotStored) {
+  const fs::path file = write("a.aotg", "graph g():\n  return ()\n");
+  auto records = FileRecords::open(settings(), default_compile_pipeline_text());
+  const std::string before = records->digest_of(file).value();
+  write("a.aotg", "graph g():\n  return ()\n# edited while it compiled\n");
+  records->store(file, before, std::string(32, 'a'), compiled_row());
+  EXPECT_EQ(cache->stats().records, 0u);
+  EXPECT_EQ(cache->load_record(before), std::nullopt);
+}
+
+TEST_F(Records, ARecordPointsAtItsEntryAndKeepsItsRow) {
+  const fs::path file = fs::path(AOTPIPE_EXAMPLES_DIR) / "mlp_layer.aotg";
+  auto records = FileRecords::open(settings(), default_compile_pipeline_text());
+  const std::string digest = records->digest_of(file).value();
+  GraphRow row;
+  PreparedGraph prepared = prepare({file, ""}, settings(), row);
+  ASSERT_TRUE(prepared.job) << row.message;
+  const CompileJob& job = *prepared.job;
+  const CompileOutput compiled = compile(job.name, job.fn, job.example_args, job.config, job.program);
+  ASSERT_EQ(compiled.cache.outcome, CacheOutcome::Miss);
+
+  records->store(file, digest, std::string(32, 'a'), compiled_row());  // an entry that does not exist
+  EXPECT_EQ(records->load(digest), std::nullopt);                      // a miss; the record is kept
+  EXPECT_EQ(cache->stats().records, 1u);
+  records->store(file, digest, compiled.cache.key, compiled_row());
+  const std::optional<FileRecords::Hit> hit = records->load(digest);
+  ASSERT_TRUE(hit);
+  EXPECT_EQ(serialize_artifact(*hit->artifact), serialize_artifact(*compiled.artifact));
+  ASSERT_TRUE(hit->row.summary);
+  EXPECT_EQ(hit->row.summary->ops, 10u);
+  EXPECT_EQ(hit->row.summary->min_cut->saved_bytes, 32);
+  EXPECT_EQ(hit->row.summary->default_partition->saved, 2u);
+  ASSERT_EQ(hit->row.backend_notes.size(), 1u);
+  EXPECT_EQ(hit->row.backend_notes[0].rfind("not UTF-8: ", 0), 0u);  // stored, its bad bytes replaced
+  EXPECT_TRUE(warnings.empty());
+
+  // A record naming no key is refused and removed.
+  cache->store_record(digest, R"({"entry": "../../elsewhere", "row": {}})");
+  EXPECT_EQ(records->load(digest), std::nullopt);
+  EXPECT_EQ(cache->stats().records, 0u);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("not a key"), std::string::npos) << warnings[0];
+}
+
+}  // namespace
+}  // namespace aotpipe::cli
