@@ -2,9 +2,7 @@
 
 #include <aotpipe/stages/partition/op_classes.h>
 
-#include <fmt/format.h>
-
-#include <iterator>
+#include <cstdint>
 #include <sstream>
 #include <unordered_map>
 #include <unordered_set>
@@ -20,37 +18,53 @@ const std::unordered_set<std::string>& rand_ops() {
   return ops;
 }
 
-// An exact text key for a constant argument, its type included (1 and 1.0 differ, as in
-// PyTorch's hash of (value, type) pairs).
+// Keys are bytes, not text: a type tag, then fixed-size raw values or a count and its elements,
+// so no two different keys read alike (and nothing is formatted: every call of a joint graph is
+// keyed, and formatting was most of CSE's time on large graphs).
+template <typename T>
+void append_raw(std::string& key, T value) {
+  key.append(reinterpret_cast<const char*>(&value), sizeof value);
+}
+
+// An exact key for a constant argument, its type included (1 and 1.0 differ, as in PyTorch's hash
+// of (value, type) pairs).
 void append_constant(std::string& key, const c10::IValue& v) {
   if (v.isNone()) {
-    key += "N";
+    key += 'N';
   } else if (v.isBool()) {
     key += v.toBool() ? "b1" : "b0";
   } else if (v.isInt()) {
-    fmt::format_to(std::back_inserter(key), "i{}", v.toInt());
+    key += 'i';
+    append_raw(key, v.toInt());
   } else if (v.isDouble()) {
-    fmt::format_to(std::back_inserter(key), "d{:a}", v.toDouble());
+    key += 'd';
+    append_raw(key, v.toDouble());  // its bits: -0.0 and 0.0 differ, as the text form's did
   } else if (v.isString()) {
-    fmt::format_to(std::back_inserter(key), "s{}:{}", v.toStringRef().size(), v.toStringRef());
+    key += 's';
+    append_raw<std::uint64_t>(key, v.toStringRef().size());
+    key += v.toStringRef();
   } else if (v.isIntList()) {
-    key += "I[";
-    for (int64_t x : v.toIntList()) fmt::format_to(std::back_inserter(key), "{},", x);
-    key += "]";
+    const auto list = v.toIntList();
+    key += 'I';
+    append_raw<std::uint64_t>(key, list.size());
+    for (int64_t x : list) append_raw(key, x);
   } else if (v.isDoubleList()) {
-    key += "D[";
-    for (double x : v.toDoubleList()) fmt::format_to(std::back_inserter(key), "{:a},", x);
-    key += "]";
+    const auto list = v.toDoubleList();
+    key += 'D';
+    append_raw<std::uint64_t>(key, list.size());
+    for (double x : list) append_raw(key, x);
   } else if (v.isBoolList()) {
-    key += "B[";
-    for (bool x : v.toBoolList()) key += x ? "1," : "0,";
-    key += "]";
-  } else if (v.isDevice()) {
-    key += "v" + v.toDevice().str();
+    const auto list = v.toBoolList();
+    key += 'B';
+    append_raw<std::uint64_t>(key, list.size());
+    for (bool x : list) key += x ? '1' : '0';
   } else {
-    std::ostringstream os;
+    std::ostringstream os;  // devices, dtypes as ints above, and anything rarer
     os << v.tagKind() << ":" << v;
-    key += os.str();
+    const std::string text = os.str();
+    key += 'o';
+    append_raw<std::uint64_t>(key, text.size());
+    key += text;
   }
 }
 
@@ -107,26 +121,24 @@ struct CsePlan {
 };
 
 // The key of a call after replacement: two calls with the same key compute the same values.
+// The operator by its schema's address (one per operator in the process), values by address.
 std::string call_key(const Node& n, const CsePlan& plan) {
-  std::string key = n.qualified_name();
+  std::string key;
+  key.reserve(16 + 16 * n.args().size());
+  append_raw(key, static_cast<const void*>(&n.schema()));
+  append_raw<std::uint64_t>(key, n.num_outputs());
   for (const Argument& arg : n.args()) {
-    key += '|';
     if (arg.is_value()) {
-      fmt::format_to(std::back_inserter(key), "v{}", static_cast<const void*>(plan.current(arg.value())));
+      key += 'V';
+      append_raw(key, static_cast<const void*>(plan.current(arg.value())));
     } else if (arg.is_value_list()) {
-      key += "L[";
-      for (Value* v : arg.value_list().values) {
-        if (v)
-          fmt::format_to(std::back_inserter(key), "{},", static_cast<const void*>(plan.current(v)));
-        else
-          key += "N,";
-      }
-      key += "]";
+      key += 'L';
+      append_raw<std::uint64_t>(key, arg.value_list().values.size());
+      for (Value* v : arg.value_list().values) append_raw(key, static_cast<const void*>(v ? plan.current(v) : nullptr));
     } else {
       append_constant(key, arg.constant());
     }
   }
-  fmt::format_to(std::back_inserter(key), "|n{}", n.num_outputs());
   return key;
 }
 
@@ -152,7 +164,7 @@ CsePlan plan_cse(const Graph& graph) {
   std::unordered_map<std::string, const Node*> seen;
   for (const Node* n : graph.nodes()) {
     if (!n->is_call() || !plan.live.count(n)) continue;
-    const std::string packet = packet_name(*n);
+    const std::string& packet = n->schema().operator_name().name;
     bool candidate = !n->has_side_effects() && !rand_ops().count(packet) && packet != "aten::empty";
     for (Value* v : n->outputs()) candidate = candidate && !output_storages.count(storage.at(v));
     if (!candidate) continue;
