@@ -10,9 +10,12 @@
 namespace aotpipe::partitioners::detail {
 namespace {
 
+// Only side-effecting calls are pinned to a phase: ask that first, the attribute map (text keys)
+// is looked up for those alone.
 bool must_be_in_backward(const Node& n) {
+  if (!n.is_call() || !n.has_side_effects()) return false;
   auto it = n.attrs().find("phase");
-  return n.is_call() && n.has_side_effects() && it != n.attrs().end() && it->second == "backward";
+  return it != n.attrs().end() && it->second == "backward";
 }
 
 bool must_be_in_forward(const Node& n) { return n.is_call() && n.has_side_effects() && !must_be_in_backward(n); }
