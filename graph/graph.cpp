@@ -109,6 +109,8 @@ Graph& Graph::operator=(Graph&& other) noexcept {
   tensor_constants_ = std::move(other.tensor_constants_);
   names_ = std::move(other.names_);
   name_counters_ = std::move(other.name_counters_);
+  next_value_id_ = other.next_value_id_;
+  next_node_id_ = other.next_node_id_;
   // Values and nodes point back at their graph.
   for (auto& v : inputs_) v->graph_ = this;
   for (auto& n : nodes_) {
@@ -126,7 +128,7 @@ void Graph::copy_from(const Graph& other) {
   for (Value* v : other.inputs())
     map[v] = add_input(v->name(), v->type(), v->meta() ? std::optional(*v->meta()) : std::nullopt);
   for (const Node* n : other.nodes()) {
-    auto node = std::unique_ptr<Node>(new Node(this, n->kind_));
+    auto node = new_node(n->kind_);
     node->op_ = n->op_;
     node->constant_name_ = n->constant_name_;
     node->attrs_ = n->attrs_;
@@ -146,11 +148,18 @@ void Graph::copy_from(const Graph& other) {
   name_counters_ = other.name_counters_;
 }
 
+std::unique_ptr<Node> Graph::new_node(NodeKind kind) {
+  auto node = std::unique_ptr<Node>(new Node(this, kind));
+  node->id_ = next_node_id_++;
+  return node;
+}
+
 Value* Graph::new_value(std::string name, ValueType type, std::optional<TensorMeta> meta) {
   if (name.empty()) name = fresh_name("v");
   auto [slot, inserted] = names_.try_emplace(std::move(name), nullptr);
   if (!inserted) throw GraphError(fmt::format("graph '{}': duplicate value name %{}", name_, slot->first));
   auto* value = new Value(this, slot->first, type, std::move(meta));
+  value->id_ = next_value_id_++;
   slot->second = value;
   return value;
 }
@@ -206,7 +215,7 @@ Node* Graph::add_call(std::string_view qualified_name, std::vector<Argument> arg
 Node* Graph::add_call(const c10::OperatorHandle& op, std::vector<Argument> args, std::vector<OutputSpec> outputs,
                       Node* before) {
   const auto& schema = op.schema();
-  auto node = std::unique_ptr<Node>(new Node(this, NodeKind::Call));
+  auto node = new_node(NodeKind::Call);
   node->op_ = op;
   const auto& formals = schema.arguments();
   auto describe = [&] {
@@ -261,7 +270,7 @@ Value* Graph::add_constant(std::string key, at::Tensor tensor, std::string value
 }
 
 Value* Graph::add_constant_ref(std::string key, TensorMeta meta, std::string value_name, Node* before) {
-  auto node = std::unique_ptr<Node>(new Node(this, NodeKind::Constant));
+  auto node = new_node(NodeKind::Constant);
   Value* v =
       new_value(value_name.empty() ? fresh_name(key) : std::move(value_name), ValueType::Tensor, std::move(meta));
   node->constant_name_ = std::move(key);

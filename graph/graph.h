@@ -13,6 +13,7 @@
 #include <ATen/core/ivalue.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <iosfwd>
 #include <map>
 #include <memory>
@@ -49,6 +50,9 @@ class Value {
   std::size_t output_index() const { return output_index_; }
   bool is_input() const { return producer_ == nullptr; }
   Graph* graph() const { return graph_; }
+  // Dense within its graph: 0, 1, 2, ... in order of creation, never reused (erasing leaves
+  // gaps), below Graph::value_id_limit(). Passes index flat tables by it instead of hashing.
+  std::uint32_t id() const { return id_; }
 
  private:
   friend class Graph;
@@ -56,6 +60,7 @@ class Value {
   Value(Graph* graph, std::string name, ValueType type, std::optional<TensorMeta> meta)
       : graph_(graph), name_(std::move(name)), type_(type), meta_(std::move(meta)) {}
   Graph* graph_;
+  std::uint32_t id_ = 0;
   std::string name_;
   ValueType type_;
   std::optional<TensorMeta> meta_;
@@ -156,11 +161,14 @@ class Node {
   Graph* graph() const { return graph_; }
   // True when the op may write to an argument (schema alias info says so): never dead code.
   bool has_side_effects() const;
+  // Dense within its graph, as Value::id: below Graph::node_id_limit().
+  std::uint32_t id() const { return id_; }
 
  private:
   friend class Graph;
   explicit Node(Graph* graph, NodeKind kind) : graph_(graph), kind_(kind) {}
   Graph* graph_;
+  std::uint32_t id_ = 0;
   NodeKind kind_;
   std::optional<c10::OperatorHandle> op_;
   std::string constant_name_;
@@ -222,6 +230,9 @@ class Graph {
   const std::map<std::string, at::Tensor>& tensor_constants() const { return tensor_constants_; }
 
   std::size_t num_nodes() const { return nodes_.size(); }
+  // Bounds of Value::id and Node::id: a flat table of this size has a slot for each.
+  std::size_t value_id_limit() const { return next_value_id_; }
+  std::size_t node_id_limit() const { return next_node_id_; }
   std::span<Node* const> nodes() const { return {nodes_raw_.data(), nodes_raw_.size()}; }
   // Removes a node; its outputs must be unused (checked).
   void erase_node(Node* node);
@@ -269,6 +280,8 @@ class Graph {
   };
   std::unordered_map<std::string, Value*, NameHash, std::equal_to<>> names_;
   std::unordered_map<std::string, std::size_t, NameHash, std::equal_to<>> name_counters_;
+  std::uint32_t next_value_id_ = 0, next_node_id_ = 0;
+  std::unique_ptr<Node> new_node(NodeKind kind);
 };
 
 std::ostream& operator<<(std::ostream& os, const Graph& graph);

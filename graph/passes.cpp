@@ -9,18 +9,19 @@ namespace aotpipe {
 
 std::size_t eliminate_dead_code(Graph& graph) {
   // One backward sweep: a node is live if it has side effects or defines a live value.
-  std::unordered_set<const Value*> live(graph.outputs().begin(), graph.outputs().end());
+  std::vector<char> live(graph.value_id_limit(), 0);  // by Value::id
+  for (const Value* v : graph.outputs()) live[v->id()] = 1;
   std::vector<Node*> dead;
   auto nodes = graph.nodes();
   for (std::size_t i = nodes.size(); i-- > 0;) {
     Node* node = nodes[i];
     bool is_live = node->has_side_effects();
-    for (Value* v : node->outputs()) is_live = is_live || live.count(v);
+    for (Value* v : node->outputs()) is_live = is_live || live[v->id()];
     if (!is_live) {
       dead.push_back(node);
       continue;
     }
-    node->for_each_input([&](Value* v) { live.insert(v); });
+    node->for_each_input([&](Value* v) { live[v->id()] = 1; });
   }
   graph.erase_nodes(dead);
   return dead.size();

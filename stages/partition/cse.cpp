@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <sstream>
+#include <stdexcept>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -68,14 +69,15 @@ void append_constant(std::string& key, const c10::IValue& v) {
   }
 }
 
-// Storage classes: which values may share memory, from the schemas' alias annotations.
-std::unordered_map<const Value*, std::size_t> storage_classes(const Graph& graph) {
-  std::unordered_map<const Value*, std::size_t> storage;
+// Storage classes, by Value::id: which values may share memory, from the schemas' alias
+// annotations.
+std::vector<std::size_t> storage_classes(const Graph& graph) {
+  std::vector<std::size_t> storage(graph.value_id_limit(), 0);
   std::size_t next = 0;
-  for (Value* in : graph.inputs()) storage[in] = next++;
+  for (Value* in : graph.inputs()) storage[in->id()] = next++;
   for (const Node* n : graph.nodes()) {
     if (!n->is_call()) {
-      storage[n->output()] = next++;
+      storage[n->output()->id()] = next++;
       continue;
     }
     const auto& schema = n->schema();
@@ -95,28 +97,31 @@ std::unordered_map<const Value*, std::size_t> storage_classes(const Graph& graph
           if (!same) continue;
           const Argument& arg = n->args()[a];
           if (arg.is_value())
-            shared = storage.at(arg.value());
+            shared = storage[arg.value()->id()];
           else if (arg.is_value_list() && !arg.value_list().values.empty() && arg.value_list().values[0])
-            shared = storage.at(arg.value_list().values[0]);
+            shared = storage[arg.value_list().values[0]->id()];
         }
       }
-      storage[n->output(i)] = shared ? *shared : next++;
+      storage[n->output(i)->id()] = shared ? *shared : next++;
     }
   }
   return storage;
 }
 
 // What CSE does to a graph, decided without building anything: the live nodes, and for each
-// value of a dropped call the value of the earlier call that replaces it.
+// value of a dropped call the value of the earlier call that replaces it. Tables by Node::id and
+// Value::id.
 struct CsePlan {
-  std::unordered_set<const Node*> live;
-  std::unordered_map<const Value*, Value*> replaced;
+  std::vector<char> live;
+  std::size_t num_live = 0;
+  std::vector<Value*> replaced;  // null: kept
   std::size_t dropped = 0;
-  bool changes(const Graph& graph) const { return dropped > 0 || live.size() != graph.num_nodes(); }
+  bool changes(const Graph& graph) const { return dropped > 0 || num_live != graph.num_nodes(); }
+  bool is_live(const Node* n) const { return live[n->id()] != 0; }
   // The value that stands for v once the plan is applied: the earlier call's, or v itself.
   Value* current(Value* v) const {
-    auto it = replaced.find(v);
-    return it == replaced.end() ? v : it->second;
+    Value* r = replaced[v->id()];
+    return r ? r : v;
   }
 };
 
@@ -144,33 +149,37 @@ std::string call_key(const Node& n, const CsePlan& plan) {
 
 CsePlan plan_cse(const Graph& graph) {
   CsePlan plan;
+  plan.live.assign(graph.node_id_limit(), 0);
+  plan.replaced.assign(graph.value_id_limit(), nullptr);
   // Dead code first (PyTorch runs joint_module.graph.eliminate_dead_code() before CSE).
   {
-    std::unordered_set<const Value*> needed(graph.outputs().begin(), graph.outputs().end());
+    std::vector<char> needed(graph.value_id_limit(), 0);
+    for (const Value* v : graph.outputs()) needed[v->id()] = 1;
     auto nodes = graph.nodes();
     for (std::size_t i = nodes.size(); i-- > 0;) {
       const Node* n = nodes[i];
       bool is_live = n->is_call() && n->has_side_effects();
-      for (Value* v : n->outputs()) is_live = is_live || needed.count(v);
+      for (Value* v : n->outputs()) is_live = is_live || needed[v->id()];
       if (!is_live) continue;
-      plan.live.insert(n);
-      n->for_each_input([&](Value* v) { needed.insert(v); });
+      plan.live[n->id()] = 1;
+      ++plan.num_live;
+      n->for_each_input([&](Value* v) { needed[v->id()] = 1; });
     }
   }
-  auto storage = storage_classes(graph);
+  const std::vector<std::size_t> storage = storage_classes(graph);
   std::unordered_set<std::size_t> output_storages;
-  for (Value* v : graph.outputs()) output_storages.insert(storage.at(v));
+  for (Value* v : graph.outputs()) output_storages.insert(storage[v->id()]);
 
   std::unordered_map<std::string, const Node*> seen;
   for (const Node* n : graph.nodes()) {
-    if (!n->is_call() || !plan.live.count(n)) continue;
+    if (!n->is_call() || !plan.is_live(n)) continue;
     const std::string& packet = n->schema().operator_name().name;
     bool candidate = !n->has_side_effects() && !rand_ops().count(packet) && packet != "aten::empty";
-    for (Value* v : n->outputs()) candidate = candidate && !output_storages.count(storage.at(v));
+    for (Value* v : n->outputs()) candidate = candidate && !output_storages.count(storage[v->id()]);
     if (!candidate) continue;
     auto [earlier, first] = seen.try_emplace(call_key(*n, plan), n);
     if (first) continue;
-    for (std::size_t i = 0; i < n->num_outputs(); ++i) plan.replaced[n->output(i)] = earlier->second->output(i);
+    for (std::size_t i = 0; i < n->num_outputs(); ++i) plan.replaced[n->output(i)->id()] = earlier->second->output(i);
     ++plan.dropped;
   }
   return plan;
@@ -179,15 +188,19 @@ CsePlan plan_cse(const Graph& graph) {
 // `graph` as the plan says: live nodes that were not dropped, reading the replacing values.
 Graph apply_cse(const Graph& graph, const CsePlan& plan) {
   Graph out(graph.name());
-  std::unordered_map<const Value*, Value*> map;
-  auto mapped = [&](Value* v) { return map.at(plan.current(v)); };
+  std::vector<Value*> map(graph.value_id_limit(), nullptr);  // by Value::id
+  auto mapped = [&](Value* v) {
+    Value* m = map[plan.current(v)->id()];
+    if (!m) throw std::logic_error("CSE: %" + v->name() + " is read before it is defined");
+    return m;
+  };
   for (Value* in : graph.inputs())
-    map[in] = out.add_input(in->name(), in->type(), in->meta() ? std::optional(*in->meta()) : std::nullopt);
+    map[in->id()] = out.add_input(in->name(), in->type(), in->meta() ? std::optional(*in->meta()) : std::nullopt);
   for (const Node* n : graph.nodes()) {
-    if (!plan.live.count(n) || (n->num_outputs() > 0 && plan.replaced.count(n->output()))) continue;
+    if (!plan.is_live(n) || (n->num_outputs() > 0 && plan.replaced[n->output()->id()])) continue;
     if (!n->is_call()) {
       Value* v = n->output();
-      map[v] = out.add_constant_ref(n->constant_name(), *v->meta(), v->name());
+      map[v->id()] = out.add_constant_ref(n->constant_name(), *v->meta(), v->name());
       out.nodes().back()->attrs() = n->attrs();
       continue;
     }
@@ -198,7 +211,7 @@ Graph apply_cse(const Graph& graph, const CsePlan& plan) {
       specs.push_back({v->name(), v->meta() ? std::optional(*v->meta()) : std::nullopt, v->type()});
     Node* copy = out.add_call(n->op(), std::move(args), std::move(specs));
     copy->attrs() = n->attrs();
-    for (std::size_t i = 0; i < n->num_outputs(); ++i) map[n->output(i)] = copy->output(i);
+    for (std::size_t i = 0; i < n->num_outputs(); ++i) map[n->output(i)->id()] = copy->output(i);
   }
   for (const auto& [key, tensor] : graph.tensor_constants()) out.bind_constant(key, tensor);
   std::vector<Value*> outs;

@@ -24,17 +24,17 @@ bool must_be_in_forward(const Node& n) { return n.is_call() && n.has_side_effect
 
 std::vector<const Node*> select_nodes(const Graph& graph, std::span<Value* const> inputs,
                                       std::span<Value* const> outputs, Subgraph which) {
-  std::unordered_set<const Value*> given(inputs.begin(), inputs.end());
-  std::unordered_set<const Node*> valid;
-  auto available = [&](const Value* v) { return given.count(v) || (v->producer() && valid.count(v->producer())); };
+  // Flat tables by Value::id and Node::id: this runs twice per partition over the whole joint.
+  std::vector<char> given(graph.value_id_limit(), 0), valid(graph.node_id_limit(), 0), live(graph.node_id_limit(), 0);
+  for (const Value* v : inputs) given[v->id()] = 1;
+  auto available = [&](const Value* v) { return given[v->id()] || (v->producer() && valid[v->producer()->id()]); };
   for (const Node* n : graph.nodes()) {
     if (must_be_in_backward(*n) && which != Subgraph::Backward) continue;
     if (must_be_in_forward(*n) && which != Subgraph::Forward) continue;
     bool ok = true;
     for (const Argument& arg : n->args()) arg.for_each_value([&](Value* v) { ok = ok && available(v); });
-    if (ok) valid.insert(n);
+    if (ok) valid[n->id()] = 1;
   }
-  std::unordered_set<const Node*> live;
   std::vector<const Value*> work;
   for (const Value* v : outputs) {
     if (!available(v))
@@ -43,21 +43,24 @@ std::vector<const Node*> select_nodes(const Graph& graph, std::span<Value* const
                       which == Subgraph::Forward ? "forward" : "backward"));
     work.push_back(v);
   }
-  for (const Node* n : valid)
-    if (n->is_call() && n->has_side_effects())
+  for (const Node* n : graph.nodes())
+    if (valid[n->id()] && n->is_call() && n->has_side_effects())
       for (const Value* v : n->outputs()) work.push_back(v);
+  std::size_t num_live = 0;
   while (!work.empty()) {
     const Value* v = work.back();
     work.pop_back();
-    if (given.count(v)) continue;
+    if (given[v->id()]) continue;
     const Node* n = v->producer();
-    if (!live.insert(n).second) continue;
+    if (live[n->id()]) continue;
+    live[n->id()] = 1;
+    ++num_live;
     n->for_each_input([&](Value* in) { work.push_back(in); });
   }
   std::vector<const Node*> result;
-  result.reserve(live.size());
+  result.reserve(num_live);
   for (const Node* n : graph.nodes())
-    if (live.count(n)) result.push_back(n);
+    if (live[n->id()]) result.push_back(n);
   return result;
 }
 
