@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <stdexcept>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -66,16 +68,21 @@ std::vector<const Node*> select_nodes(const Graph& graph, std::span<Value* const
 
 std::vector<const Node*> autograd_engine_order(std::span<const Node* const> nodes, std::span<Value* const> inputs,
                                                std::span<Value* const> tangents, std::span<Value* const> outputs) {
-  std::unordered_map<const Node*, std::size_t> position;
-  for (std::size_t i = 0; i < nodes.size(); ++i) position[nodes[i]] = i;
-  std::unordered_set<const Value*> given(inputs.begin(), inputs.end());
-  std::unordered_set<const Value*> tangent_set(tangents.begin(), tangents.end());
+  if (nodes.empty()) return {};
+  // Flat tables by Node::id and Value::id of the nodes' graph.
+  const Graph& graph = *nodes.front()->graph();
+  constexpr std::size_t kNowhere = static_cast<std::size_t>(-1);
+  std::vector<std::size_t> position(graph.node_id_limit(), kNowhere);
+  for (std::size_t i = 0; i < nodes.size(); ++i) position[nodes[i]->id()] = i;
+  std::vector<char> given(graph.value_id_limit(), 0), is_tangent(graph.value_id_limit(), 0);
+  for (const Value* v : inputs) given[v->id()] = 1;
+  for (const Value* v : tangents) is_tangent[v->id()] = 1;
 
   // The first node that reads a tangent; without one the order stays.
   std::size_t first_bwd = nodes.size();
   for (std::size_t i = 0; i < nodes.size() && first_bwd == nodes.size(); ++i)
     for (Value* v : nodes[i]->inputs())
-      if (tangent_set.count(v)) {
+      if (is_tangent[v->id()]) {
         first_bwd = i;
         break;
       }
@@ -83,40 +90,49 @@ std::vector<const Node*> autograd_engine_order(std::span<const Node* const> node
 
   std::vector<const Node*> order;
   order.reserve(nodes.size());
-  std::unordered_set<const Node*> placed;
+  std::vector<char> placed(graph.node_id_limit(), 0);
+  std::vector<std::uint32_t> seen_in(graph.node_id_limit(), 0);  // the call of place_with_producers that saw it
+  std::uint32_t call = 0;
   std::vector<const Node*> pending;
   auto place_with_producers = [&](std::vector<const Node*> roots) {
     pending.clear();
-    std::unordered_set<const Node*> seen;
+    ++call;
     while (!roots.empty()) {
       const Node* n = roots.back();
       roots.pop_back();
-      if (placed.count(n) || !seen.insert(n).second) continue;
+      if (placed[n->id()] || seen_in[n->id()] == call) continue;
+      if (position[n->id()] == kNowhere)
+        throw std::logic_error("partition: the backward reads %" + n->output()->name() + ", which it does not compute");
+      seen_in[n->id()] = call;
       pending.push_back(n);
       n->for_each_input([&](Value* v) {
-        if (!given.count(v)) roots.push_back(v->producer());
+        if (!given[v->id()]) roots.push_back(v->producer());
       });
     }
     std::sort(pending.begin(), pending.end(),
-              [&](const Node* a, const Node* b) { return position.at(a) < position.at(b); });
+              [&](const Node* a, const Node* b) { return position[a->id()] < position[b->id()]; });
     for (const Node* n : pending) {
-      placed.insert(n);
+      placed[n->id()] = 1;
       order.push_back(n);
     }
   };
   // copy_ and set_ (a kept mutation of an input) need not read a tangent: they keep their place.
+  auto is_kept_mutation = [](const Node& n) {
+    if (!n.is_call()) return false;
+    const c10::OperatorName& op = n.schema().operator_name();
+    return (op.name == "aten::copy_" && op.overload_name.empty()) ||
+           (op.name == "aten::set_" && op.overload_name == "source_Tensor");
+  };
   for (std::size_t i = 0; i < first_bwd; ++i)
-    if (nodes[i]->is_call() &&
-        (nodes[i]->qualified_name() == "aten::copy_" || nodes[i]->qualified_name() == "aten::set_.source_Tensor"))
-      place_with_producers({nodes[i]});
+    if (is_kept_mutation(*nodes[i])) place_with_producers({nodes[i]});
   for (std::size_t i = first_bwd; i < nodes.size(); ++i) place_with_producers({nodes[i]});
   std::vector<const Node*> output_producers;
   for (Value* v : outputs)
-    if (!given.count(v)) output_producers.push_back(v->producer());
+    if (!given[v->id()]) output_producers.push_back(v->producer());
   place_with_producers(std::move(output_producers));
   // Nodes needed by nothing after the first backward node and by no output (side effects).
   for (const Node* n : nodes)
-    if (!placed.count(n)) place_with_producers({n});
+    if (!placed[n->id()]) place_with_producers({n});
   return order;
 }
 

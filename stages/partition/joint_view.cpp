@@ -45,12 +45,13 @@ JointView build_joint_view(const Graph& graph, std::size_t num_primals, std::siz
   JointView view;
   view.num_primals = num_primals;
   view.nodes.reserve(graph.num_inputs() + graph.num_nodes() * 2 + 1);
+  view.of_value.assign(graph.value_id_limit(), -1);
 
-  // Which values something reads (tuple results nobody reads get no getitem node).
-  std::unordered_set<const Value*> read;
+  // Which values something reads (tuple results nobody reads get no getitem node), by Value::id.
+  std::vector<char> read(graph.value_id_limit(), 0);
   for (const Node* n : graph.nodes())
-    for (const Argument& arg : n->args()) arg.for_each_value([&](Value* v) { read.insert(v); });
-  for (Value* v : graph.outputs()) read.insert(v);
+    for (const Argument& arg : n->args()) arg.for_each_value([&](Value* v) { read[v->id()] = 1; });
+  for (Value* v : graph.outputs()) read[v->id()] = 1;
 
   for (std::size_t i = 0; i < graph.num_inputs(); ++i) {
     Value* v = graph.input(i);
@@ -63,7 +64,7 @@ JointView build_joint_view(const Graph& graph, std::size_t num_primals, std::siz
     p.is_tensor = v->is_tensor();
     p.is_sym = !v->is_tensor();
     p.size = value_size(*v);
-    view.of_value[v] = static_cast<int>(view.nodes.size());
+    view.of_value[v->id()] = static_cast<int>(view.nodes.size());
     if (p.is_primal)
       view.primals.push_back(static_cast<int>(view.nodes.size()));
     else
@@ -86,7 +87,7 @@ JointView build_joint_view(const Graph& graph, std::size_t num_primals, std::siz
       p.name = p.value->name();
       p.is_tensor = true;
       p.size = value_size(*p.value);
-      view.of_value[p.value] = self;
+      view.of_value[p.value->id()] = self;
       view.nodes.push_back(std::move(p));
       continue;
     }
@@ -96,11 +97,11 @@ JointView build_joint_view(const Graph& graph, std::size_t num_primals, std::siz
     for (std::size_t a = 0; a < n->args().size(); ++a) {
       const Argument& arg = n->args()[a];
       arg.for_each_value([&](Value* v) {
-        int producer = view.of_value.at(v);
+        int producer = view.index_of(v);
         if (std::find(p.inputs.begin(), p.inputs.end(), producer) == p.inputs.end()) p.inputs.push_back(producer);
       });
       if (arg.is_value() && a < formals.size() && !formals[a].kwarg_only())
-        p.positional_tensor_args.push_back(view.of_value.at(arg.value()));
+        p.positional_tensor_args.push_back(view.index_of(arg.value()));
     }
     for (int in : p.inputs) add_user(view.nodes[static_cast<std::size_t>(in)], self);
     if (!is_tuple_op(*n)) {
@@ -110,7 +111,7 @@ JointView build_joint_view(const Graph& graph, std::size_t num_primals, std::siz
       p.is_tensor = p.value->is_tensor();
       p.is_sym = !p.is_tensor;
       p.size = value_size(*p.value);
-      view.of_value[p.value] = self;
+      view.of_value[p.value->id()] = self;
       view.nodes.push_back(std::move(p));
       continue;
     }
@@ -119,7 +120,7 @@ JointView build_joint_view(const Graph& graph, std::size_t num_primals, std::siz
     for (Value* out : n->outputs()) p.size += value_size(*out);
     view.nodes.push_back(std::move(p));
     for (Value* out : n->outputs()) {
-      if (!read.count(out)) continue;
+      if (!read[out->id()]) continue;
       const int item = static_cast<int>(view.nodes.size());
       PNode g;
       g.kind = PKind::GetItem;
@@ -135,7 +136,7 @@ JointView build_joint_view(const Graph& graph, std::size_t num_primals, std::siz
       g.is_sym = !g.is_tensor;
       g.size = value_size(*out);
       view.nodes[static_cast<std::size_t>(self)].users.push_back(item);
-      view.of_value[out] = item;
+      view.of_value[out->id()] = item;
       view.nodes.push_back(std::move(g));
     }
   }
@@ -147,7 +148,7 @@ JointView build_joint_view(const Graph& graph, std::size_t num_primals, std::siz
   view.output = static_cast<int>(view.nodes.size());
   for (std::size_t i = 0; i < graph.num_outputs(); ++i) {
     Value* v = graph.outputs()[i];
-    int producer = view.of_value.at(v);
+    int producer = view.index_of(v);
     if (std::find(out.inputs.begin(), out.inputs.end(), producer) == out.inputs.end()) out.inputs.push_back(producer);
     add_user(view.nodes[static_cast<std::size_t>(producer)], view.output);
     (i < num_fwd_outputs ? view.fwd_outputs : view.bwd_outputs).push_back(v);
@@ -174,7 +175,7 @@ NodeInfo classify_nodes(const JointView& view) {
         if (u != view.output) info.required_bw[static_cast<std::size_t>(u)] = 1;
   }
   info.tangents_closure = info.required_bw;
-  for (Value* v : view.bwd_outputs) info.required_bw[static_cast<std::size_t>(view.of_value.at(v))] = 1;
+  for (Value* v : view.bwd_outputs) info.required_bw[static_cast<std::size_t>(view.index_of(v))] = 1;
 
   // required_fw_nodes: the forward-only graph (inputs: primals; outputs: forward outputs).
   std::vector<char> valid(n, 0);
@@ -195,7 +196,7 @@ NodeInfo classify_nodes(const JointView& view) {
   std::vector<char> live(n, 0);
   std::vector<int> work;
   for (Value* v : view.fwd_outputs) {
-    int p = view.of_value.at(v);
+    int p = view.index_of(v);
     if (!valid[static_cast<std::size_t>(p)])
       throw PartitionError(fmt::format("partition: forward output %{} depends on the tangents", v->name()));
     work.push_back(p);

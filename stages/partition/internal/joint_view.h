@@ -8,6 +8,7 @@
 #include <aotpipe/graph/graph.h>
 
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -36,9 +37,15 @@ struct PNode {
 };
 
 struct JointView {
-  std::vector<PNode> nodes;  // graph order: placeholders, then nodes; the output node last
-  int output = -1;           // index of the output pseudo node
-  std::unordered_map<const Value*, int> of_value;
+  std::vector<PNode> nodes;   // graph order: placeholders, then nodes; the output node last
+  int output = -1;            // index of the output pseudo node
+  std::vector<int> of_value;  // by Value::id: the PNode standing for the value, -1 for none
+  // The PNode of `v`; throws std::out_of_range for a value without one.
+  int index_of(const Value* v) const {
+    const int i = v->id() < of_value.size() ? of_value[v->id()] : -1;
+    if (i < 0) throw std::out_of_range("partition: %" + v->name() + " has no node in the joint view");
+    return i;
+  }
   std::vector<int> primals, tangents;
   std::vector<Value*> fwd_outputs, bwd_outputs;  // the joint's output values, split
   std::size_t num_primals = 0;
