@@ -287,28 +287,37 @@ void Graph::erase_node(Node* node) { erase_nodes(std::span<Node* const>(&node, 1
 
 void Graph::erase_nodes(std::span<Node* const> doomed) {
   if (doomed.empty()) return;
-  const std::unordered_set<const Node*> set(doomed.begin(), doomed.end());
+  // Flat by Node::id (a node of another graph is refused before its id is used).
+  std::vector<char> set(next_node_id_, 0);
+  std::size_t distinct = 0;
+  for (const Node* n : doomed) {
+    if (n->graph_ != this) throw GraphError(fmt::format("graph '{}': node is not in this graph", name_));
+    if (!set[n->id_]) ++distinct;
+    set[n->id_] = 1;
+  }
+  auto is_doomed = [&](const Node* n) { return n->graph_ == this && set[n->id_]; };
   auto still_used = [&](const Value* v) {
     return GraphError(
         fmt::format("graph '{}': cannot erase the node defining %{}: the value is still used", name_, v->name()));
   };
-  auto defined_by_doomed = [&](const Value* v) { return v->producer() && set.count(v->producer()); };
+  auto defined_by_doomed = [&](const Value* v) { return v->producer() && is_doomed(v->producer()); };
   std::size_t members = 0;
   for (const Node* n : nodes_raw_) {
-    if (set.count(n)) {
+    if (is_doomed(n)) {
       ++members;
       continue;
     }
-    for (const Value* v : n->inputs())
+    n->for_each_input([&](const Value* v) {
       if (defined_by_doomed(v)) throw still_used(v);
+    });
   }
-  if (members != set.size()) throw GraphError(fmt::format("graph '{}': node is not in this graph", name_));
+  if (members != distinct) throw GraphError(fmt::format("graph '{}': node is not in this graph", name_));
   for (const Value* v : outputs_)
     if (defined_by_doomed(v)) throw still_used(v);
   for (const Node* node : doomed)
     for (const Value* out : node->outputs()) names_.erase(out->name());
-  std::erase_if(nodes_raw_, [&](const Node* n) { return set.count(n) > 0; });
-  std::erase_if(nodes_, [&](const std::unique_ptr<Node>& n) { return set.count(n.get()) > 0; });
+  std::erase_if(nodes_raw_, [&](const Node* n) { return is_doomed(n); });
+  std::erase_if(nodes_, [&](const std::unique_ptr<Node>& n) { return is_doomed(n.get()); });
 }
 
 void Graph::move_node(Node* node, Node* before) {
