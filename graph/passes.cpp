@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <stdexcept>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -30,31 +31,35 @@ std::size_t eliminate_dead_code(Graph& graph) {
 Graph extract_subgraph(const Graph& graph, std::span<Value* const> inputs, std::span<Value* const> outputs,
                        std::string name) {
   Graph sub(std::move(name));
-  std::unordered_map<const Value*, Value*> map;
+  ValueMap map(graph);
   for (Value* in : inputs) {
     if (in->graph() != &graph)
       throw GraphError(fmt::format("extract_subgraph: %{} is not a value of graph '{}'", in->name(), graph.name()));
-    map[in] = sub.add_input(in->name(), in->type(), in->meta() ? std::optional(*in->meta()) : std::nullopt);
+    map.set(in, sub.add_input(in->name(), in->type(), in->meta() ? std::optional(*in->meta()) : std::nullopt));
   }
   // Which nodes are needed: walk back from the outputs, stopping at the given inputs.
-  std::unordered_set<const Node*> needed;
+  std::vector<char> needed(graph.node_id_limit(), 0);  // by Node::id
   std::vector<const Value*> work(outputs.begin(), outputs.end());
+  for (const Value* v : outputs)
+    if (v->graph() != &graph)
+      throw GraphError(fmt::format("extract_subgraph: %{} is not a value of graph '{}'", v->name(), graph.name()));
   while (!work.empty()) {
     const Value* v = work.back();
     work.pop_back();
-    if (map.count(v)) continue;
+    if (map.contains(v)) continue;
     if (v->is_input())
       throw GraphError(fmt::format(
           "extract_subgraph '{}': the outputs depend on %{}, an input of '{}' not among the subgraph's inputs",
           sub.name(), v->name(), graph.name()));
-    if (!needed.insert(v->producer()).second) continue;
+    if (needed[v->producer()->id()]) continue;
+    needed[v->producer()->id()] = 1;
     v->producer()->for_each_input([&](Value* used) { work.push_back(used); });
   }
   for (const Node* node : graph.nodes()) {
-    if (!needed.count(node)) continue;
+    if (!needed[node->id()]) continue;
     // A node whose values were all given as inputs is cut off above; the rest are copied.
     bool all_given = true;
-    for (Value* v : node->outputs()) all_given = all_given && map.count(v);
+    for (Value* v : node->outputs()) all_given = all_given && map.contains(v);
     if (all_given) continue;
     copy_node(sub, graph, *node, map);
   }
@@ -64,11 +69,23 @@ Graph extract_subgraph(const Graph& graph, std::span<Value* const> inputs, std::
   return sub;
 }
 
-void copy_node(Graph& target, const Graph& source, const Node& node, std::unordered_map<const Value*, Value*>& map) {
+Value* ValueMap::at(const Value* v) const {
+  Value* to = find(v);
+  if (!to) throw std::out_of_range("%" + v->name() + " is not mapped");
+  return to;
+}
+
+void ValueMap::set(const Value* v, Value* to) {
+  if (v->graph() != source_) throw std::invalid_argument("%" + v->name() + " is not a value of the mapped graph");
+  if (v->id() >= to_.size()) to_.resize(source_->value_id_limit(), nullptr);
+  to_[v->id()] = to;
+}
+
+void copy_node(Graph& target, const Graph& source, const Node& node, ValueMap& map) {
   if (!node.is_call()) {
     Value* v = node.output();
-    if (map.count(v)) return;
-    map[v] = target.add_constant_ref(node.constant_name(), *v->meta(), v->name());
+    if (map.contains(v)) return;
+    map.set(v, target.add_constant_ref(node.constant_name(), *v->meta(), v->name()));
     auto it = source.tensor_constants().find(node.constant_name());
     if (it != source.tensor_constants().end()) target.bind_constant(it->first, it->second);
     target.nodes().back()->attrs() = node.attrs();
@@ -85,7 +102,8 @@ void copy_node(Graph& target, const Graph& source, const Node& node, std::unorde
   }
   Node* copy = target.add_call(node.op(), std::move(args), std::move(specs));
   copy->attrs() = node.attrs();
-  for (std::size_t i = 0; i < node.num_outputs(); ++i) map.try_emplace(node.output(i), copy->output(i));
+  for (std::size_t i = 0; i < node.num_outputs(); ++i)
+    if (!map.contains(node.output(i))) map.set(node.output(i), copy->output(i));
 }
 
 }  // namespace aotpipe

@@ -4,7 +4,7 @@
 
 #include <span>
 #include <string>
-#include <unordered_map>
+#include <vector>
 
 namespace aotpipe {
 
@@ -20,10 +20,28 @@ std::size_t eliminate_dead_code(Graph& graph);
 Graph extract_subgraph(const Graph& graph, std::span<Value* const> inputs, std::span<Value* const> outputs,
                        std::string name = "subgraph");
 
+// Values of one graph (`source`) mapped to values of another: a flat table by Value::id, for
+// passes that copy a graph node by node.
+class ValueMap {
+ public:
+  explicit ValueMap(const Graph& source) : source_(&source), to_(source.value_id_limit(), nullptr) {}
+  bool contains(const Value* v) const { return find(v) != nullptr; }
+  // Null when `v` is not mapped (or not a value of the source graph).
+  Value* find(const Value* v) const { return v->graph() == source_ && v->id() < to_.size() ? to_[v->id()] : nullptr; }
+  // Throws std::out_of_range naming the value when it is not mapped.
+  Value* at(const Value* v) const;
+  // Maps `v` (a value of the source graph) to `to`, replacing any earlier mapping.
+  void set(const Value* v, Value* to);
+
+ private:
+  const Graph* source_;
+  std::vector<Value*> to_;
+};
+
 // Appends a copy of `node` (a call or a tensor constant of `source`) to `target`: arguments
 // are read through `map`, which must hold every value the node reads; results keep their names
 // unless `target` already has the name; attributes and the constant's bound tensor come along.
 // Records the copy's results in `map` (a result already mapped stays as it is).
-void copy_node(Graph& target, const Graph& source, const Node& node, std::unordered_map<const Value*, Value*>& map);
+void copy_node(Graph& target, const Graph& source, const Node& node, ValueMap& map);
 
 }  // namespace aotpipe

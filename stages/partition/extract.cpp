@@ -139,11 +139,11 @@ std::vector<const Node*> autograd_engine_order(std::span<const Node* const> node
 Graph build_graph(const Graph& graph, std::span<Value* const> inputs, std::span<const Node* const> nodes,
                   std::span<Value* const> outputs, std::string name) {
   Graph sub(std::move(name));
-  std::unordered_map<const Value*, Value*> map;
+  ValueMap map(graph);
   for (Value* in : inputs) {
-    if (map.count(in))
+    if (map.contains(in))
       throw PartitionError(fmt::format("partition: %{} is given twice as an input of '{}'", in->name(), sub.name()));
-    map[in] = sub.add_input(in->name(), in->type(), in->meta() ? std::optional(*in->meta()) : std::nullopt);
+    map.set(in, sub.add_input(in->name(), in->type(), in->meta() ? std::optional(*in->meta()) : std::nullopt));
   }
   for (const Node* node : nodes) copy_node(sub, graph, *node, map);
   std::vector<Value*> results;
