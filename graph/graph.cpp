@@ -124,27 +124,32 @@ Graph::~Graph() = default;
 void Graph::copy_from(const Graph& other) {
   name_ = other.name_;
   tensor_constants_ = other.tensor_constants_;
-  std::unordered_map<const Value*, Value*> map;
+  std::vector<Value*> map(other.value_id_limit(), nullptr);  // by the other graph's Value::id
+  auto mapped = [&](const Value* v) {
+    Value* m = v->id() < map.size() ? map[v->id()] : nullptr;
+    if (!m) throw GraphError(fmt::format("graph '{}': %{} is read before it is defined", other.name_, v->name()));
+    return m;
+  };
   for (Value* v : other.inputs())
-    map[v] = add_input(v->name(), v->type(), v->meta() ? std::optional(*v->meta()) : std::nullopt);
+    map[v->id()] = add_input(v->name(), v->type(), v->meta() ? std::optional(*v->meta()) : std::nullopt);
   for (const Node* n : other.nodes()) {
     auto node = new_node(n->kind_);
     node->op_ = n->op_;
     node->constant_name_ = n->constant_name_;
     node->attrs_ = n->attrs_;
     node->args_ = n->args_;
-    for (Argument& arg : node->args_) arg.remap_values([&](Value* used) { return map.at(used); });
+    for (Argument& arg : node->args_) arg.remap_values([&](Value* used) { return mapped(used); });
     for (Value* out : n->outputs()) {
       Value* copy = new_value(out->name(), out->type(), out->meta() ? std::optional(*out->meta()) : std::nullopt);
       copy->producer_ = node.get();
       copy->output_index_ = node->outputs_.size();
       node->outputs_raw_.push_back(copy);
       node->outputs_.emplace_back(copy);
-      map[out] = copy;
+      map[out->id()] = copy;
     }
     insert_node(std::move(node), nullptr);
   }
-  for (Value* out : other.outputs()) outputs_.push_back(map.at(out));
+  for (Value* out : other.outputs()) outputs_.push_back(mapped(out));
   name_counters_ = other.name_counters_;
 }
 

@@ -55,21 +55,31 @@ bool is_optional_tensor_list(const c10::TypePtr& type) {
 Interpreter::Interpreter(const Graph& graph, InterpreterOptions options) {
   auto program = std::make_shared<Program>();
   program->graph_name = graph.name();
-  std::unordered_map<const Value*, int> slot_of;
-  auto assign = [&](const Value* v) { return slot_of[v] = static_cast<int>(program->num_slots++); };
+  // Flat tables by Value::id (a value of another graph is refused by `id_of`).
+  const std::size_t num_ids = graph.value_id_limit();
+  auto id_of = [&](const Value* v) -> std::size_t {
+    if (v->graph() != &graph || v->id() >= num_ids)
+      throw GraphError(
+          fmt::format("interpreter: graph '{}' reads %{}, a value of another graph", graph.name(), v->name()));
+    return v->id();
+  };
+  std::vector<int> slot_of(num_ids, -1);
+  auto assign = [&](const Value* v) { return slot_of[id_of(v)] = static_cast<int>(program->num_slots++); };
 
   // Last reader of every value: (instruction index, position of the read inside it).
   // Graph outputs are read "after" every instruction.
   using Position = std::pair<std::size_t, std::size_t>;
-  std::unordered_map<const Value*, Position> last_read;
+  constexpr Position kUnread{static_cast<std::size_t>(-1), static_cast<std::size_t>(-1)};
+  std::vector<Position> last_read(num_ids, kUnread);
+  auto is_read = [&](const Value* v) { return last_read[id_of(v)] != kUnread; };
   const auto nodes = graph.nodes();
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     std::size_t k = 0;
-    for (Value* v : nodes[i]->inputs()) last_read[v] = {i, k++};
+    nodes[i]->for_each_input([&](const Value* v) { last_read[id_of(v)] = {i, k++}; });
   }
-  for (std::size_t k = 0; k < graph.num_outputs(); ++k) last_read[graph.outputs()[k]] = {nodes.size(), k};
+  for (std::size_t k = 0; k < graph.num_outputs(); ++k) last_read[id_of(graph.outputs()[k])] = {nodes.size(), k};
 
-  for (Value* in : graph.inputs()) program->input_slots.push_back(last_read.count(in) ? assign(in) : kNoSlot);
+  for (Value* in : graph.inputs()) program->input_slots.push_back(is_read(in) ? assign(in) : kNoSlot);
 
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     const Node& node = *nodes[i];
@@ -84,11 +94,11 @@ Interpreter::Interpreter(const Graph& graph, InterpreterOptions options) {
     Instruction instr{node.op(), {}, {}, false, node.label()};
     std::size_t k = 0;
     auto read = [&](const Value* v) {
-      auto it = slot_of.find(v);
-      if (it == slot_of.end())
+      const std::size_t id = id_of(v);
+      if (slot_of[id] < 0)
         throw GraphError(fmt::format("interpreter: graph '{}': {} reads %{} before its definition", graph.name(),
                                      instr.label, v->name()));
-      return SlotRead{it->second, last_read.at(v) == Position{i, k++}};
+      return SlotRead{slot_of[id], last_read[id] == Position{i, k++}};
     };
     const auto& formals = node.schema().arguments();
     for (std::size_t a = 0; a < node.args().size(); ++a) {
@@ -110,18 +120,18 @@ Interpreter::Interpreter(const Graph& graph, InterpreterOptions options) {
     const auto& returns = node.schema().returns();
     instr.list_return = returns.size() == 1 && returns[0].type()->kind() == c10::TypeKind::ListType;
     for (Value* out : node.outputs()) {
-      instr.outputs.push_back(last_read.count(out) ? assign(out) : kNoSlot);
+      instr.outputs.push_back(is_read(out) ? assign(out) : kNoSlot);
       if (options.check_meta) instr.declared.push_back(out->meta() ? std::optional(*out->meta()) : std::nullopt);
     }
     program->instructions.push_back(std::move(instr));
   }
   for (std::size_t k = 0; k < graph.num_outputs(); ++k) {
     const Value* v = graph.outputs()[k];
-    auto it = slot_of.find(v);
-    if (it == slot_of.end())
+    const std::size_t id = id_of(v);
+    if (slot_of[id] < 0)
       throw GraphError(
           fmt::format("interpreter: graph '{}': output {} (%{}) is not defined", graph.name(), k, v->name()));
-    program->outputs.push_back({it->second, last_read.at(v) == Position{nodes.size(), k}});
+    program->outputs.push_back({slot_of[id], last_read[id] == Position{nodes.size(), k}});
   }
   program_ = std::move(program);
 }

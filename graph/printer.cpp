@@ -128,12 +128,11 @@ namespace {
 class Naming {
  public:
   Naming() = default;
-  explicit Naming(const Graph& graph) : canonical_(true) {
+  explicit Naming(const Graph& graph) : canonical_(true), graph_(&graph), index_(graph.value_id_limit(), kUnnamed) {
     std::size_t next = 0;
-    index_.reserve(graph.inputs().size() + graph.num_nodes());
-    for (const Value* v : graph.inputs()) index_.emplace(v, next++);
+    for (const Value* v : graph.inputs()) index_[v->id()] = next++;
     for (const Node* node : graph.nodes())
-      for (const Value* v : node->outputs()) index_.emplace(v, next++);
+      for (const Value* v : node->outputs()) index_[v->id()] = next++;
   }
   void append_ref(std::string& out, const Value& v) const {  // %name
     out += '%';
@@ -141,15 +140,17 @@ class Naming {
       out += v.name();
       return;
     }
-    auto it = index_.find(&v);
-    if (it == index_.end()) throw GraphError("cannot print a value that is not defined in the graph");
+    const std::size_t index = v.graph() == graph_ && v.id() < index_.size() ? index_[v.id()] : kUnnamed;
+    if (index == kUnnamed) throw GraphError("cannot print a value that is not defined in the graph");
     out += 'v';
-    append_int(out, static_cast<int64_t>(it->second));
+    append_int(out, static_cast<int64_t>(index));
   }
 
  private:
+  static constexpr std::size_t kUnnamed = static_cast<std::size_t>(-1);
   bool canonical_ = false;
-  std::unordered_map<const Value*, std::size_t> index_;
+  const Graph* graph_ = nullptr;
+  std::vector<std::size_t> index_;  // by Value::id: the canonical number
 };
 
 void append_value_decl(std::string& out, const Value& value, const Naming& naming) {
