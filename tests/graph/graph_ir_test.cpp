@@ -7,6 +7,9 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+#include <stdexcept>
+
 #include "test_support.h"
 
 namespace aotpipe {
@@ -103,6 +106,45 @@ TEST(GraphIr, CopyIsDeepAndIndependent) {
   Graph moved = std::move(copy);
   for (Node* n : moved.nodes()) EXPECT_EQ(n->graph(), &moved);
   EXPECT_NO_THROW(verify(moved, {.allow_dead_code = true}));
+}
+
+// Passes index flat tables by Value::id and Node::id: ids must be distinct, below the limits,
+// survive moves, start afresh in copies and never be reused after an erase.
+TEST(GraphIr, ValueAndNodeIdsAreDenseDistinctAndNeverReused) {
+  Graph g = small_graph();
+  auto check_ids = [](const Graph& graph) {
+    std::set<std::uint32_t> values, nodes;
+    for (const Value* in : graph.inputs()) EXPECT_TRUE(values.insert(in->id()).second);
+    for (const Node* n : graph.nodes()) {
+      EXPECT_TRUE(nodes.insert(n->id()).second);
+      EXPECT_LT(n->id(), graph.node_id_limit());
+      for (const Value* v : n->outputs()) EXPECT_TRUE(values.insert(v->id()).second);
+    }
+    for (std::uint32_t id : values) EXPECT_LT(id, graph.value_id_limit());
+  };
+  check_ids(g);
+  EXPECT_EQ(g.value_id_limit(), g.num_inputs() + g.num_nodes());  // one result per node here
+  const std::size_t limit = g.value_id_limit();
+  Value* extra = g.add_call("aten::neg", {g.input(0)}, {{"", f32({2, 3})}})->output();
+  EXPECT_EQ(extra->id(), limit);
+  g.erase_node(extra->producer());
+  Value* again = g.add_call("aten::neg", {g.input(0)}, {{"", f32({2, 3})}})->output();
+  EXPECT_EQ(again->id(), limit + 1);  // not reused
+  check_ids(g);
+  Graph copy = g;
+  check_ids(copy);
+  EXPECT_EQ(copy.value_id_limit(), copy.num_inputs() + copy.num_nodes());  // dense again
+  Graph moved = std::move(copy);
+  check_ids(moved);
+
+  // A ValueMap maps one graph's values only.
+  ValueMap map(g);
+  EXPECT_FALSE(map.contains(g.input(0)));
+  EXPECT_THROW(map.at(g.input(0)), std::out_of_range);
+  map.set(g.input(0), moved.input(0));
+  EXPECT_EQ(map.at(g.input(0)), moved.input(0));
+  EXPECT_FALSE(map.contains(moved.input(0)));
+  EXPECT_THROW(map.set(moved.input(0), g.input(0)), std::invalid_argument);
 }
 
 TEST(GraphIr, DeadCodeEliminationKeepsLiveAndSideEffectingNodes) {
