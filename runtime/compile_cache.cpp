@@ -98,7 +98,7 @@ std::optional<FileContents> map_file(int fd, std::size_t size) {
   return file;
 }
 
-// Reads the rest of `fd` from `bytes.size()` on (it may have grown since fstat).
+// Reads `fd` whole into `bytes`, sized to the file beforehand (it may have grown or shrunk since).
 bool read_into(int fd, std::string& bytes) {
   std::size_t done = 0;
   for (;;) {

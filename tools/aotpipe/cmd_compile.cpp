@@ -184,9 +184,6 @@ void for_each_on_pool(Scheduler& scheduler, std::size_t count, std::size_t threa
   sync_wait(bounded_for_each(scheduler, count, threads, [&fn](std::size_t i) { return call_on_pool(fn, i); }));
 }
 
-// Loads, compiles and reports the batch files `chunk` (batch indices). Loading files and
-// reporting (summaries, --out, --check) run on the pool like the compiles: on the main thread
-// they were a serial part that kept -j from scaling.
 // A graph found by its file record: the record's row, and --out's files from the entry.
 void fill_row_from_record(const BatchContext& ctx, FileRecords::Hit& hit, GraphRow& row) {
   GraphRow& recorded = hit.row;
