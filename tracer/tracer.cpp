@@ -919,6 +919,10 @@ struct Tracer {
     return body();
   }
 
+  TraceInspection inspection(const TensorList& example_inputs, const TensorList& outputs) const {
+    return {example_inputs, initial_inputs, traced_inputs, outputs, input_storages, st->cpu_fallbacks};
+  }
+
   // Graph value of an output tensor.
   Value* value_of_output(const at::Tensor& out, std::size_t index) {
     TORCH_CHECK(out.defined(), "aotpipe::trace: output ", index, " is undefined");
@@ -1042,9 +1046,7 @@ TraceResult trace_program(const TraceFunction& fn, const TensorList& example_inp
     for (std::size_t i = 0; i < example_inputs.size(); ++i)
       tracer.add_input(input_name(tracer.st->options, i, "arg", 0), example_inputs[i]);
     TensorList outs = tracer.run([&] { return fn(tracer.traced_inputs); });
-    if (tracer.st->options.inspect)
-      tracer.st->options.inspect(
-          TraceInspection{example_inputs, tracer.initial_inputs, tracer.traced_inputs, outs, tracer.input_storages});
+    if (tracer.st->options.inspect) tracer.st->options.inspect(tracer.inspection(example_inputs, outs));
     return tracer.finish(outs, 0, 0);
   });
 }
@@ -1063,13 +1065,21 @@ TraceResult trace_joint(const TraceFunction& fn, const TensorList& example_input
     std::size_t num_grads = 0;
     std::vector<std::size_t> undefined_grads;
     std::vector<std::size_t> grad_inputs;
+    const TensorList primals = tracer.traced_inputs;
+    TensorList fw_outs = tracer.run([&] { return fn(primals); });
+    std::vector<bool> mask = tracer.st->options.tangent_mask;
+    if (const auto& plan = tracer.st->options.plan_backward) {
+      std::optional<std::vector<bool>> planned = plan(tracer.inspection(example_inputs, fw_outs), fw_outs);
+      if (!planned) {
+        tracer.st->joint = false;  // a forward-only trace, as trace_program's
+        return tracer.finish(fw_outs, 0, 0);
+      }
+      mask = std::move(*planned);
+    }
     TensorList outs = tracer.run([&] {
-      const TensorList primals = tracer.traced_inputs;
-      TensorList fw_outs = fn(primals);
       std::vector<at::Tensor> diff_outs;
       std::vector<at::Tensor> tangents;
       std::vector<at::Tensor> diff_tangents;
-      const auto& mask = tracer.st->options.tangent_mask;
       TORCH_CHECK(mask.empty() || mask.size() == fw_outs.size(), "aotpipe::trace_joint: tangent_mask has ", mask.size(),
                   " entries for ", fw_outs.size(), " outputs");
       for (std::size_t oi = 0; oi < fw_outs.size(); ++oi) {

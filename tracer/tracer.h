@@ -36,6 +36,10 @@ enum class TraceMode {
 // functional ops). It must not call the op it replaces.
 using Decomposition = std::function<std::vector<c10::IValue>(const std::vector<c10::IValue>& args)>;
 
+// Ops that ran their CPU kernel on zero-filled stand-ins during a fake trace (no Meta kernel):
+// qualified overload name -> number of calls. Empty for a truly fake trace.
+using CpuFallbackCounts = std::map<std::string, std::size_t>;
+
 // What a trace shows an analysis while its tensors are still alive (TraceOptions::inspect). The
 // metadata-collection stage reads functionalization and autograd state from these.
 struct TraceInspection {
@@ -45,6 +49,8 @@ struct TraceInspection {
   const TensorList& outputs;         // what the callable returned
   // The storage of each input as the callable received it (before any set_()).
   const std::vector<const c10::StorageImpl*>& input_storages;
+  // The ops run on the CPU fallback so far (the callable's own calls, not a backward's).
+  const CpuFallbackCounts& cpu_fallbacks;
 };
 
 struct TraceOptions {
@@ -78,6 +84,13 @@ struct TraceOptions {
   std::vector<bool> tangent_mask;
   // Called once the callable has returned, before the graph is finished (trace_program only).
   std::function<void(const TraceInspection&)> inspect;
+  // trace_joint only: decides the backward once the callable has returned, from what `inspect`
+  // would see. It may change the outputs (AOTAutograd's prepare_forward returns mutated inputs
+  // first and intermediate bases last) and returns the tangent mask over the outputs so changed
+  // (overriding tangent_mask), or std::nullopt for no backward: the trace of those outputs then
+  // ends as trace_program's would (no tangents, no gradients, no phase attribute). One trace thus
+  // serves an analysis and, where it allows, the joint or inference program.
+  std::function<std::optional<std::vector<bool>>(const TraceInspection&, TensorList& outputs)> plan_backward;
 };
 
 // Any failure while tracing: the message names the op (e.g. "aten::nonzero: ...").
@@ -85,10 +98,6 @@ class TraceError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
-
-// Ops that ran their CPU kernel on zero-filled stand-ins during a fake trace (no Meta kernel):
-// qualified overload name -> number of calls. Empty for a truly fake trace.
-using CpuFallbackCounts = std::map<std::string, std::size_t>;
 
 // Adds `more` into `into`.
 void merge_cpu_fallbacks(CpuFallbackCounts& into, const CpuFallbackCounts& more);

@@ -54,6 +54,16 @@ TensorList examples_of(const zoo::ZooModel& model) {
   return args;
 }
 
+// The examples with requires_grad off: what the trace column traces (a forward, no autograd).
+TensorList no_grad_examples_of(const zoo::ZooModel& model) {
+  TensorList args;
+  for (TensorMeta meta : model.inputs) {
+    meta.requires_grad = false;
+    args.push_back(metadata_example(meta));
+  }
+  return args;
+}
+
 // Plain meta tensors (no tracing): what the floor runs on.
 TensorList meta_inputs(const zoo::ZooModel& model, bool with_grad) {
   TensorList args;
@@ -136,13 +146,7 @@ void floor_table() {
              "ms", "floor");
   for (const zoo::ZooModel& model : zoo::all_models(32)) {
     const TensorList plain = meta_inputs(model, false);
-    const TensorList examples = examples_of(model);
-    TensorList no_grad_examples;
-    for (const TensorMeta& m : model.inputs) {
-      TensorMeta copy = m;
-      copy.requires_grad = false;
-      no_grad_examples.push_back(metadata_example(copy));
-    }
+    const TensorList examples = examples_of(model), no_grad_examples = no_grad_examples_of(model);
     // Forward: the program on meta tensors vs its fake trace.
     const double floor_fw = median_ms(
         [&] {
@@ -183,13 +187,13 @@ int main(int argc, char** argv) {
     if (args[i] == "--repeats") repeats = std::stoi(args[i + 1]);
   at::set_num_threads(1);
   if (args.size() >= 3 && args[0] == "--one") return run_one(args[1], std::stoll(args[2]));
-  // For a profiler: `--loop trace|compile MODEL N` runs one of the two N times.
+  // For a profiler: `--loop trace|compile MODEL N` runs one of the two columns' work N times.
   if (args.size() >= 4 && args[0] == "--loop") {
     const zoo::ZooModel model = model_named(args[2], 32);
-    const TensorList examples = examples_of(model);
+    const TensorList examples = examples_of(model), no_grad_examples = no_grad_examples_of(model);
     for (int i = 0, n = std::stoi(args[3]); i < n; ++i) {
       if (args[1] == "trace")
-        (void)trace_program(model.fn, examples);
+        (void)trace_program(model.fn, no_grad_examples);
       else
         (void)compile(model.name, model.fn, examples);
     }

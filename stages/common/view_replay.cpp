@@ -52,7 +52,17 @@ std::optional<ViewReplay> extract_view_replay(const Graph& graph, const Value* v
   }
   Value* const inputs[] = {start};
   Value* const outputs[] = {const_cast<Value*>(value)};
-  return ViewReplay(extract_subgraph(graph, inputs, outputs, "view_replay"));
+  Graph chain = extract_subgraph(graph, inputs, outputs, "view_replay");
+  // The chain alone, whichever trace it came from (an analysis or a joint trace): no phase
+  // attribute, and the base stands for any tensor of its geometry, whether it requires grad
+  // being the runtime base's.
+  for (Node* n : chain.nodes()) n->attrs().clear();
+  if (const TensorMeta* meta = chain.inputs()[0]->meta(); meta && meta->requires_grad) {
+    TensorMeta base = *meta;
+    base.requires_grad = false;
+    chain.inputs()[0]->set_meta(std::move(base));
+  }
+  return ViewReplay(std::move(chain));
 }
 
 }  // namespace aotpipe

@@ -1,4 +1,5 @@
 #include <aotpipe/tracer/tracer.h>
+#include <aotpipe/stages/joint/carried_program.h>
 #include <aotpipe/stages/joint/joint.h>
 
 #include <ATen/core/grad_mode.h>
@@ -42,8 +43,41 @@ std::vector<bool> forward_tangent_mask(const ViewAndMutationMeta& meta) {
   return mask;
 }
 
+bool CarriedProgram::traced_from(const AnalyzedFunction& function, const std::string& program_name,
+                                 bool fallback_allowed) const {
+  const auto* shared = function.fn.target<SharedFunction>();
+  if (!shared || shared->fn != fn || name != program_name || allow_cpu_fallback != fallback_allowed ||
+      function.needs_autograd != needs_autograd || function.args.size() != args.size())
+    return false;
+  for (std::size_t i = 0; i < args.size(); ++i)
+    if (!function.args[i].is_same(args[i])) return false;
+  return function.meta == meta;
+}
+
+JointResult program_of_trace(TraceResult traced, const AnalyzedFunction& function) {
+  JointResult result;
+  if (function.needs_autograd) {
+    auto joint = std::make_shared<JointGraph>();
+    joint->graph = std::move(traced.graph);
+    joint->num_primals = function.args.size();
+    joint->num_fwd_outputs = traced.num_user_outputs;
+    if (joint->num_fwd_outputs != function.meta.num_forward_returns)
+      throw std::logic_error(fmt::format("aotpipe joint: traced {} forward outputs, metadata expects {}",
+                                         joint->num_fwd_outputs, function.meta.num_forward_returns));
+    result.program.joint = std::move(joint);
+    result.program.undefined_grads = std::move(traced.undefined_grads);
+    result.program.grad_inputs = std::move(traced.grad_inputs);
+  } else {
+    result.program.inference_graph = std::make_shared<const Graph>(std::move(traced.graph));
+  }
+  result.cpu_fallbacks = std::move(traced.cpu_fallbacks);
+  return result;
+}
+
 JointResult trace_joint_or_inference(const AnalyzedFunction& function, const std::string& name,
                                      bool allow_cpu_fallback) {
+  if (function.carried && function.carried->traced_from(function, name, allow_cpu_fallback))
+    return {function.carried->program, function.carried->cpu_fallbacks};
   const auto& meta = function.meta;
   TraceOptions options;
   options.functionalize = true;
@@ -52,33 +86,18 @@ JointResult trace_joint_or_inference(const AnalyzedFunction& function, const std
   options.keep_input_mutations_in_graph.resize(meta.input_info.size());
   for (std::size_t i : meta.mutated_graph_handled_indices) options.keep_input_mutations_in_graph[i] = true;
   Function forward = prepare_forward(function.fn, meta, function.needs_autograd);
-  JointResult result;
   if (function.needs_autograd) {
     options.graph_name = name + ".joint";
     options.tangent_mask = forward_tangent_mask(meta);
-    TraceResult traced = trace_joint(forward, function.args, std::move(options));
-    auto joint = std::make_shared<JointGraph>();
-    joint->graph = std::move(traced.graph);
-    joint->num_primals = function.args.size();
-    joint->num_fwd_outputs = traced.num_user_outputs;
-    if (joint->num_fwd_outputs != meta.num_forward_returns)
-      throw std::logic_error(fmt::format("aotpipe joint: traced {} forward outputs, metadata expects {}",
-                                         joint->num_fwd_outputs, meta.num_forward_returns));
-    result.program.joint = std::move(joint);
-    result.program.undefined_grads = std::move(traced.undefined_grads);
-    result.program.grad_inputs = std::move(traced.grad_inputs);
-    result.cpu_fallbacks = std::move(traced.cpu_fallbacks);
-  } else {
-    options.graph_name = name + ".inference";
-    TraceResult traced = trace_program(forward, function.args, std::move(options));
-    result.program.inference_graph = std::make_shared<const Graph>(std::move(traced.graph));
-    result.cpu_fallbacks = std::move(traced.cpu_fallbacks);
+    return program_of_trace(trace_joint(forward, function.args, std::move(options)), function);
   }
-  return result;
+  options.graph_name = name + ".inference";
+  return program_of_trace(trace_program(forward, function.args, std::move(options)), function);
 }
 
 Task<void> JointStage::run(CompileState& state, const JobEnv&) const {
   JointResult result = trace_joint_or_inference(state.function, state.name, state.config.allow_cpu_fallback);
+  state.function.carried.reset();  // its graphs now live in state.traced
   state.traced = std::move(result.program);
   merge_cpu_fallbacks(state.cpu_fallbacks, result.cpu_fallbacks);
   co_return;

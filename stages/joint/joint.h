@@ -27,8 +27,14 @@ struct JointResult {
   TracedProgram program;
   CpuFallbackCounts cpu_fallbacks;  // the ops the trace ran on the CPU fallback
 };
+// The joint stage's result from its trace: a trace_joint of prepare_forward(function.fn)
+// (function.needs_autograd) or a trace_program of it. Checks the forward's returns against the
+// metadata.
+JointResult program_of_trace(TraceResult traced, const AnalyzedFunction& function);
+
 // Traces the joint graph (function.needs_autograd) or the inference graph of the analysed
-// function; `name` prefixes the graph's name (NAME.joint, NAME.inference).
+// function; `name` prefixes the graph's name (NAME.joint, NAME.inference). When the metadata
+// stage's trace already made that program (function.carried, carried_program.h), returns it.
 JointResult trace_joint_or_inference(const AnalyzedFunction& function, const std::string& name,
                                      bool allow_cpu_fallback);
 

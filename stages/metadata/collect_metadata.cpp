@@ -186,57 +186,73 @@ OutputAnalysis analyze_outputs(const TensorList& f_args, const std::vector<const
 
 }  // namespace
 
+MetadataCollector::MetadataCollector(const TensorList& example_args, const CollectMetadataOptions& options)
+    : options_(options), prior_grad_enabled_(at::GradMode::is_enabled()) {
+  bool any_requires_grad = false;
+  for (const auto& a : example_args) any_requires_grad |= a.defined() && a.requires_grad();
+  meta_.keep_input_mutations = options.keep_input_mutations;
+  meta_.is_train = options.is_train.value_or(any_requires_grad && prior_grad_enabled_);
+}
+
+TraceOptions MetadataCollector::trace_options() const {
+  TraceOptions trace_options;
+  trace_options.mode = TraceMode::Fake;
+  trace_options.functionalize = true;
+  trace_options.graph_name = "collect_metadata";
+  trace_options.allow_cpu_fallback = options_.allow_cpu_fallback;
+  return trace_options;
+}
+
+void MetadataCollector::inspect(const TraceInspection& t) {
+  ViewAndMutationMeta& meta = meta_;
+  cpu_fallbacks_ = t.cpu_fallbacks;  // the function's own (a joint trace's backward comes later)
+  // A function that leaves grad mode changed: recorded, restored, replayed by the epilogue.
+  if (at::GradMode::is_enabled() != prior_grad_enabled_) {
+    meta.grad_enabled_mutation = at::GradMode::is_enabled();
+    at::GradMode::set_enabled(prior_grad_enabled_);
+  }
+  for (std::size_t i = 0; i < t.inputs.size(); ++i)
+    meta.input_info.push_back(
+        analyze_input(t.example_inputs[i], t.initial_inputs[i], t.inputs[i], options_.keep_input_mutations));
+  OutputAnalysis outputs = analyze_outputs(t.inputs, t.input_storages, t.outputs);
+  meta.output_info = std::move(outputs.infos);
+  meta.num_intermediate_bases = outputs.intermediate_bases.size();
+  intermediate_bases_ = std::move(outputs.intermediate_bases);
+
+  // Tangents: data-mutated inputs the runtime applies and that require grad, differentiable
+  // non-aliased outputs, intermediate bases.
+  for (std::size_t i = 0; i < t.inputs.size(); ++i)
+    if (meta.input_info[i].gets_tangent()) meta.traced_tangents.push_back(tangent_meta(t.inputs[i]));
+  for (std::size_t i = 0; i < t.outputs.size(); ++i)
+    if (meta.output_info[i].gets_tangent()) meta.traced_tangents.push_back(tangent_meta(t.outputs[i]));
+  for (const auto& base : intermediate_bases_) meta.traced_tangents.push_back(tangent_meta(base));
+  meta.finalize();
+}
+
+ViewAndMutationMeta MetadataCollector::finish(const TraceResult& traced, std::size_t first_output) {
+  intermediate_bases_.clear();
+  if (options_.cpu_fallbacks) merge_cpu_fallbacks(*options_.cpu_fallbacks, cpu_fallbacks_);
+  for (std::size_t i = 0; i < meta_.output_info.size() && first_output + i < traced.num_user_outputs; ++i) {
+    OutputAliasInfo& info = meta_.output_info[i];
+    if (info.output_type == OutputType::alias_of_input || info.output_type == OutputType::alias_of_intermediate ||
+        info.output_type == OutputType::alias_of_intermediate_save_as_output ||
+        info.output_type == OutputType::alias_of_intermediate_base_is_user_output)
+      info.view_replay = extract_view_replay(traced.graph, traced.graph.outputs()[first_output + i]);
+  }
+  meta_.finalize();
+  return std::move(meta_);
+}
+
 ViewAndMutationMeta collect_metadata(const Function& fn, const TensorList& example_args, bool keep_input_mutations) {
   return collect_metadata(fn, example_args, CollectMetadataOptions{keep_input_mutations, std::nullopt});
 }
 
 ViewAndMutationMeta collect_metadata(const Function& fn, const TensorList& example_args,
                                      const CollectMetadataOptions& options) {
-  const bool prior_grad_enabled = at::GradMode::is_enabled();
-  bool any_requires_grad = false;
-  for (const auto& a : example_args) any_requires_grad |= a.defined() && a.requires_grad();
-
-  ViewAndMutationMeta meta;
-  meta.keep_input_mutations = options.keep_input_mutations;
-  meta.is_train = options.is_train.value_or(any_requires_grad && prior_grad_enabled);
-
-  TraceOptions trace_options;
-  trace_options.mode = TraceMode::Fake;
-  trace_options.functionalize = true;
-  trace_options.graph_name = "collect_metadata";
-  trace_options.allow_cpu_fallback = options.allow_cpu_fallback;
-  trace_options.inspect = [&](const TraceInspection& t) {
-    // A function that leaves grad mode changed: recorded, restored, replayed by the epilogue.
-    if (at::GradMode::is_enabled() != prior_grad_enabled) {
-      meta.grad_enabled_mutation = at::GradMode::is_enabled();
-      at::GradMode::set_enabled(prior_grad_enabled);
-    }
-    for (std::size_t i = 0; i < t.inputs.size(); ++i)
-      meta.input_info.push_back(
-          analyze_input(t.example_inputs[i], t.initial_inputs[i], t.inputs[i], options.keep_input_mutations));
-    OutputAnalysis outputs = analyze_outputs(t.inputs, t.input_storages, t.outputs);
-    meta.output_info = std::move(outputs.infos);
-    meta.num_intermediate_bases = outputs.intermediate_bases.size();
-
-    // Tangents: data-mutated inputs the runtime applies and that require grad, differentiable
-    // non-aliased outputs, intermediate bases.
-    for (std::size_t i = 0; i < t.inputs.size(); ++i)
-      if (meta.input_info[i].gets_tangent()) meta.traced_tangents.push_back(tangent_meta(t.inputs[i]));
-    for (std::size_t i = 0; i < t.outputs.size(); ++i)
-      if (meta.output_info[i].gets_tangent()) meta.traced_tangents.push_back(tangent_meta(t.outputs[i]));
-    for (const auto& base : outputs.intermediate_bases) meta.traced_tangents.push_back(tangent_meta(base));
-  };
-  const TraceResult traced = trace_program(fn, example_args, std::move(trace_options));
-  if (options.cpu_fallbacks) merge_cpu_fallbacks(*options.cpu_fallbacks, traced.cpu_fallbacks);
-  for (std::size_t i = 0; i < meta.output_info.size() && i < traced.num_user_outputs; ++i) {
-    OutputAliasInfo& info = meta.output_info[i];
-    if (info.output_type == OutputType::alias_of_input || info.output_type == OutputType::alias_of_intermediate ||
-        info.output_type == OutputType::alias_of_intermediate_save_as_output ||
-        info.output_type == OutputType::alias_of_intermediate_base_is_user_output)
-      info.view_replay = extract_view_replay(traced.graph, traced.graph.outputs()[i]);
-  }
-  meta.finalize();
-  return meta;
+  MetadataCollector collector(example_args, options);
+  TraceOptions trace_options = collector.trace_options();
+  trace_options.inspect = [&](const TraceInspection& t) { collector.inspect(t); };
+  return collector.finish(trace_program(fn, example_args, std::move(trace_options)));
 }
 
 }  // namespace aotpipe

@@ -32,6 +32,36 @@ ViewAndMutationMeta collect_metadata(const Function& fn, const TensorList& examp
 ViewAndMutationMeta collect_metadata(const Function& fn, const TensorList& example_args,
                                      const CollectMetadataOptions& options);
 
+// collect_metadata in parts, for a caller that runs the trace itself (the metadata stage, whose
+// trace may go on into the joint, stages/joint/carried_program.h): trace with trace_options(),
+// call inspect() once the function has returned (TraceOptions::inspect or plan_backward), then
+// finish() with the trace's result. One collector serves one trace.
+class MetadataCollector {
+ public:
+  // Reads the calling thread's grad mode: construct it where the trace will run.
+  MetadataCollector(const TensorList& example_args, const CollectMetadataOptions& options);
+  TraceOptions trace_options() const;
+  // Fills the metadata from the trace's live tensors (finalized, without the view replays) and
+  // restores grad mode if the function changed it.
+  void inspect(const TraceInspection& trace);
+  // The metadata as inspect() left it; valid between inspect() and finish().
+  const ViewAndMutationMeta& meta() const { return meta_; }
+  // The intermediate bases of the outputs (alias_of_intermediate_save_as_output), in order;
+  // valid between inspect() and finish().
+  const TensorList& intermediate_bases() const { return intermediate_bases_; }
+  // Adds the view replays of aliased outputs (read from the trace's graph, whose outputs from
+  // `first_output` on are the function's) and the CPU-fallback counts of the function's own
+  // calls, as inspect() saw them (to options.cpu_fallbacks).
+  ViewAndMutationMeta finish(const TraceResult& traced, std::size_t first_output = 0);
+
+ private:
+  CollectMetadataOptions options_;
+  bool prior_grad_enabled_;
+  ViewAndMutationMeta meta_;
+  TensorList intermediate_bases_;
+  CpuFallbackCounts cpu_fallbacks_;
+};
+
 // JSON with PyTorch's field names (see ../shared/design/api.md): input_info[], output_info[],
 // num_intermediate_bases, keep_input_mutations, traced_tangents[] {shape, dtype ("torch.float32")}.
 std::string to_json(const ViewAndMutationMeta& meta);

@@ -1,5 +1,13 @@
 #include <aotpipe/stages/metadata/metadata_stage.h>
 
+#include <aotpipe/stages/joint/carried_program.h>
+#include <aotpipe/stages/joint/joint.h>
+#include <aotpipe/stages/synthetic_base/merge_view_inputs.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
 namespace aotpipe {
 
 bool decide_needs_autograd(const TensorList& args, const ViewAndMutationMeta& meta) {
@@ -22,29 +30,115 @@ bool decide_needs_autograd(const TensorList& args, const ViewAndMutationMeta& me
   return false;  // "output and mutation safe": nothing the backward would need
 }
 
-MetadataResult analyze_function(Function fn, TensorList args, const AotConfig& config) {
+namespace {
+
+// The joint stage's trace of this function would repeat the analysis trace up to the forward's
+// returns: prepare_forward clones no input (none that requires grad is data-mutated) and views
+// none (no metadata mutation), no mutation stays in the graph as a copy_, dedupe keeps the
+// arguments (none passed twice), synthetic_base merges nothing, and grad mode is left alone.
+bool program_repeats_analysis(const TensorList& args, const ViewAndMutationMeta& meta, bool needs_autograd) {
+  if (meta.grad_enabled_mutation || !meta.mutated_graph_handled_indices.empty()) return false;
+  for (const InputAliasInfo& in : meta.input_info)
+    if (in.mutates_metadata || in.mutates_storage_metadata || (in.mutates_data && in.requires_grad)) return false;
+  for (std::size_t i = 0; i < args.size(); ++i)
+    for (std::size_t j = 0; j < i; ++j)
+      if (args[i].defined() && args[i].is_same(args[j])) return false;
+  return !merge_view_inputs(args, meta.input_info, /*is_inference=*/!needs_autograd);
+}
+
+// collect_metadata's trace, carried on into the joint stage's program where the function allows
+// (carried_program.h). Once the function has returned, the analysis decides; when the program
+// repeats it, the forward's returns become prepare_forward's (the runtime-applied mutated inputs
+// first; training: the intermediate bases last) and a training trace goes on into the backward.
+// Sets `program` when carried.
+ViewAndMutationMeta trace_analysis_and_program(const Function& fn, const TensorList& args,
+                                               const CollectMetadataOptions& options, const std::string& name,
+                                               std::optional<TraceResult>& program) {
+  MetadataCollector collector(args, options);
+  TraceOptions trace_options = collector.trace_options();
+  const bool training = collector.meta().is_train;
+  // Named as the joint stage names its graphs and inputs; no input's final value among the
+  // outputs (the analysis reads only the function's own outputs).
+  trace_options.graph_name = name + (training ? ".joint" : ".inference");
+  if (!training)
+    for (std::size_t i = 0; i < args.size(); ++i) trace_options.input_names.push_back("arg" + std::to_string(i));
+  trace_options.return_mutated_inputs = false;
+  bool carried = false;
+  std::size_t first_user_output = 0;
+  trace_options.plan_backward = [&](const TraceInspection& t, TensorList& outputs) -> std::optional<std::vector<bool>> {
+    collector.inspect(t);
+    const ViewAndMutationMeta& meta = collector.meta();
+    const bool needs_autograd = decide_needs_autograd(args, meta);
+    if (needs_autograd != training || !program_repeats_analysis(args, meta, needs_autograd)) return std::nullopt;
+    carried = true;
+    TensorList returns;
+    for (std::size_t i : meta.mutated_inp_runtime_indices) returns.push_back(t.inputs[i]);
+    first_user_output = returns.size();
+    returns.insert(returns.end(), outputs.begin(), outputs.end());
+    if (!training) {
+      outputs = std::move(returns);
+      return std::nullopt;
+    }
+    returns.insert(returns.end(), collector.intermediate_bases().begin(), collector.intermediate_bases().end());
+    outputs = std::move(returns);
+    return forward_tangent_mask(meta);
+  };
+  TraceResult traced;
+  try {
+    traced = trace_joint(fn, args, std::move(trace_options));
+  } catch (const std::exception&) {
+    // The backward failed: analyse alone, and let the joint stage's own trace report the error.
+    if (!carried) throw;
+    return collect_metadata(fn, args, options);
+  }
+  ViewAndMutationMeta meta = collector.finish(traced, first_user_output);
+  if (carried) program = std::move(traced);
+  return meta;
+}
+
+}  // namespace
+
+MetadataResult analyze_function(Function fn, TensorList args, const AotConfig& config, const std::string& name) {
   MetadataResult result;
   CollectMetadataOptions options;
   options.keep_input_mutations = config.keep_inference_input_mutations;
   options.allow_cpu_fallback = config.allow_cpu_fallback;
   options.cpu_fallbacks = &result.cpu_fallbacks;
-  ViewAndMutationMeta meta = collect_metadata(fn, args, options);
+  std::optional<TraceResult> program;
+  ViewAndMutationMeta meta = trace_analysis_and_program(fn, args, options, name, program);
   const bool needs_autograd = decide_needs_autograd(args, meta);
   if (needs_autograd && !meta.is_train) {
     // Called under no_grad by a function that turns grad mode on: a training compile, analysed
     // as one (PyTorch collects the metadata with is_train = needs_autograd).
     options.is_train = true;
     meta = collect_metadata(fn, args, options);
+    program.reset();
   } else if (!needs_autograd && meta.is_train) {
     meta.is_train = false;
     meta.finalize();
   }
-  result.function = {std::move(fn), std::move(args), std::move(meta), needs_autograd};
+  result.function = {std::move(fn), std::move(args), std::move(meta), needs_autograd, nullptr};
+  if (program) {
+    AnalyzedFunction& function = result.function;
+    auto carried = std::make_shared<CarriedProgram>();
+    carried->fn = std::make_shared<const Function>(std::move(function.fn));
+    function.fn = SharedFunction{carried->fn};
+    carried->args = function.args;
+    carried->meta = function.meta;
+    carried->needs_autograd = function.needs_autograd;
+    carried->name = name;
+    carried->allow_cpu_fallback = config.allow_cpu_fallback;
+    JointResult traced = program_of_trace(std::move(*program), function);
+    carried->program = std::move(traced.program);
+    carried->cpu_fallbacks = std::move(traced.cpu_fallbacks);
+    function.carried = std::move(carried);
+  }
   return result;
 }
 
 Task<void> CollectMetadataStage::run(CompileState& state, const JobEnv&) const {
-  MetadataResult result = analyze_function(std::move(state.function.fn), std::move(state.function.args), state.config);
+  MetadataResult result =
+      analyze_function(std::move(state.function.fn), std::move(state.function.args), state.config, state.name);
   state.function = std::move(result.function);
   merge_cpu_fallbacks(state.cpu_fallbacks, result.cpu_fallbacks);
   co_return;

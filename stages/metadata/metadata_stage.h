@@ -7,6 +7,7 @@
 #include <aotpipe/stages/compile_state.h>
 #include <aotpipe/stages/metadata/collect_metadata.h>
 
+#include <string>
 #include <string_view>
 
 namespace aotpipe {
@@ -21,8 +22,11 @@ struct MetadataResult {
   AnalyzedFunction function;
   CpuFallbackCounts cpu_fallbacks;  // the ops the analysis trace ran on the CPU fallback
 };
-// Reads config.keep_inference_input_mutations and config.allow_cpu_fallback.
-MetadataResult analyze_function(Function fn, TensorList args, const AotConfig& config);
+// Reads config.keep_inference_input_mutations and config.allow_cpu_fallback. Where the function
+// allows, its trace goes on into the program the joint stage would trace, graphs named after
+// `name` (AnalyzedFunction::carried, stages/joint/carried_program.h).
+MetadataResult analyze_function(Function fn, TensorList args, const AotConfig& config,
+                                const std::string& name = "compile");
 
 // Fills state.function from state.function.fn and .args.
 struct CollectMetadataStage {
