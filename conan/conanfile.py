@@ -194,7 +194,7 @@ class AotpipeConan(ConanFile):
         component("pipeline", [],
                   ["onetbb::libtbb", "boost::headers", "nlohmann_json::nlohmann_json", "fmt::fmt"],
                   ["tbb", "fmt"])
-        component("graph", [], ["fmt::fmt"], ["fmt"])  # + libtorch, from the build module
+        component("graph", [], ["fmt::fmt", "boost::headers"], ["fmt"])  # + libtorch, from the build module
         component("tracer", ["graph"], ["fmt::fmt"], ["fmt"])
         component("stages", ["tracer", "graph", "pipeline"],
                   ["fmt::fmt", "nlohmann_json::nlohmann_json", "boost::headers"], ["fmt"])

@@ -2,6 +2,7 @@
 #include <aotpipe/graph/printer.h>
 
 #include <ATen/core/Tensor.h>
+#include <boost/unordered/unordered_flat_map.hpp>
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -89,6 +90,21 @@ c10::OperatorHandle resolve_operator(std::string_view qualified_name) { return f
 // ----------------------------------------------------------------------------------------------
 // Graph
 
+struct Graph::NameIndex {
+  struct Hash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+  };
+  // Keys view Value::name_ of the value they map to (values are never moved).
+  boost::unordered_flat_map<std::string_view, Value*, Hash, std::equal_to<>> values;
+  boost::unordered_flat_map<std::string, std::size_t, Hash, std::equal_to<>> counters;
+};
+
+Graph::NameIndex& Graph::names() {
+  if (!names_) names_ = std::make_unique<NameIndex>();
+  return *names_;
+}
+
 Graph::Graph(std::string name) : name_(std::move(name)) {}
 Graph::Graph(const Graph& other) { copy_from(other); }
 Graph& Graph::operator=(const Graph& other) {
@@ -108,7 +124,6 @@ Graph& Graph::operator=(Graph&& other) noexcept {
   outputs_ = std::move(other.outputs_);
   tensor_constants_ = std::move(other.tensor_constants_);
   names_ = std::move(other.names_);
-  name_counters_ = std::move(other.name_counters_);
   next_value_id_ = other.next_value_id_;
   next_node_id_ = other.next_node_id_;
   // Values and nodes point back at their graph.
@@ -150,7 +165,7 @@ void Graph::copy_from(const Graph& other) {
     insert_node(std::move(node), nullptr);
   }
   for (Value* out : other.outputs()) outputs_.push_back(mapped(out));
-  name_counters_ = other.name_counters_;
+  names().counters = other.names_ ? other.names_->counters : NameIndex{}.counters;
 }
 
 std::unique_ptr<Node> Graph::new_node(NodeKind kind) {
@@ -161,12 +176,11 @@ std::unique_ptr<Node> Graph::new_node(NodeKind kind) {
 
 Value* Graph::new_value(std::string name, ValueType type, std::optional<TensorMeta> meta) {
   if (name.empty()) name = fresh_name("v");
-  auto [slot, inserted] = names_.try_emplace(std::move(name), nullptr);
-  if (!inserted) throw GraphError(fmt::format("graph '{}': duplicate value name %{}", name_, slot->first));
-  auto* value = new Value(this, slot->first, type, std::move(meta));
+  auto value = std::unique_ptr<Value>(new Value(this, std::move(name), type, std::move(meta)));
+  if (!names().values.try_emplace(value->name_, value.get()).second)
+    throw GraphError(fmt::format("graph '{}': duplicate value name %{}", name_, value->name_));
   value->id_ = next_value_id_++;
-  slot->second = value;
-  return value;
+  return value.release();
 }
 
 Value* Graph::add_input(std::string name, TensorMeta meta) {
@@ -320,7 +334,7 @@ void Graph::erase_nodes(std::span<Node* const> doomed) {
   for (const Value* v : outputs_)
     if (defined_by_doomed(v)) throw still_used(v);
   for (const Node* node : doomed)
-    for (const Value* out : node->outputs()) names_.erase(out->name());
+    for (const Value* out : node->outputs()) names().values.erase(std::string_view(out->name()));
   std::erase_if(nodes_raw_, [&](const Node* n) { return is_doomed(n); });
   std::erase_if(nodes_, [&](const std::unique_ptr<Node>& n) { return is_doomed(n.get()); });
 }
@@ -359,15 +373,17 @@ std::map<const Value*, std::vector<Node*>> Graph::compute_uses() const {
 }
 
 Value* Graph::find_value(std::string_view name) const {
-  auto it = names_.find(name);
-  return it == names_.end() ? nullptr : it->second;
+  if (!names_) return nullptr;
+  auto it = names_->values.find(name);
+  return it == names_->values.end() ? nullptr : it->second;
 }
 
 std::string Graph::fresh_name(std::string_view hint) {
   // Every recorded node asks for a name: one lookup of the hint and no formatting.
   const std::string_view base = hint.empty() ? std::string_view("v") : hint;
-  auto counter = name_counters_.find(base);
-  if (counter == name_counters_.end()) counter = name_counters_.emplace(std::string(base), 0).first;
+  NameIndex& index = names();
+  auto counter = index.counters.find(base);
+  if (counter == index.counters.end()) counter = index.counters.emplace(std::string(base), 0).first;
   std::string candidate;
   for (;;) {
     candidate.assign(base);
@@ -378,16 +394,18 @@ std::string Graph::fresh_name(std::string_view hint) {
       candidate.append(digits, end);
     }
     ++counter->second;
-    if (!names_.contains(candidate)) return candidate;
+    if (!index.values.contains(std::string_view(candidate))) return candidate;
   }
 }
 
 void Graph::rename(Value* value, std::string name) {
   if (value->name_ == name) return;
-  if (names_.count(name)) throw GraphError(fmt::format("graph '{}': cannot rename to %{}: name taken", name_, name));
-  names_.erase(value->name_);
-  value->name_ = name;
-  names_.emplace(std::move(name), value);
+  auto& values = names().values;
+  if (values.contains(std::string_view(name)))
+    throw GraphError(fmt::format("graph '{}': cannot rename to %{}: name taken", name_, name));
+  values.erase(std::string_view(value->name_));
+  value->name_ = std::move(name);
+  values.emplace(value->name_, value);
 }
 
 std::string Graph::to_string() const { return print_graph(*this); }

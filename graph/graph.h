@@ -273,13 +273,13 @@ class Graph {
   std::vector<Node*> nodes_raw_;
   std::vector<Value*> outputs_;
   std::map<std::string, at::Tensor> tensor_constants_;
-  // Hashed, with lookups by string_view: names are created and checked for every traced op.
-  struct NameHash {
-    using is_transparent = void;
-    std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
-  };
-  std::unordered_map<std::string, Value*, NameHash, std::equal_to<>> names_;
-  std::unordered_map<std::string, std::size_t, NameHash, std::equal_to<>> name_counters_;
+  // Value names -> values, and the next suffix per name hint (fresh_name). Every recorded op
+  // makes and checks names, so graph.cpp keeps them in open-addressing tables whose keys view
+  // the values' own names (no second copy, no allocation per entry). Made on first use: a
+  // moved-from graph has none.
+  struct NameIndex;
+  std::unique_ptr<NameIndex> names_;
+  NameIndex& names();
   std::uint32_t next_value_id_ = 0, next_node_id_ = 0;
   std::unique_ptr<Node> new_node(NodeKind kind);
 };
