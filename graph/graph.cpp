@@ -266,15 +266,23 @@ Node* Graph::add_call(const c10::OperatorHandle& op, std::vector<Argument> args,
           fmt::format("{}: {} outputs described, the schema returns {}", describe(), outputs.size(), types.size()));
   }
   outputs.resize(types.size());
+  // Named values are in the name index, which views their names: nothing may fail once the
+  // first is made but a duplicate name, after which the names made so far leave the index.
+  if (before) (void)index_of(before);
   std::string base = schema.name().substr(schema.name().find("::") + 2);
-  for (std::size_t i = 0; i < types.size(); ++i) {
-    OutputSpec& spec = outputs[i];
-    Value* v = new_value(spec.name.empty() ? fresh_name(base) : std::move(spec.name), spec.type.value_or(types[i]),
-                         std::move(spec.meta));
-    v->producer_ = node.get();
-    v->output_index_ = i;
-    node->outputs_.emplace_back(v);
-    node->outputs_raw_.push_back(v);
+  try {
+    for (std::size_t i = 0; i < types.size(); ++i) {
+      OutputSpec& spec = outputs[i];
+      Value* v = new_value(spec.name.empty() ? fresh_name(base) : std::move(spec.name), spec.type.value_or(types[i]),
+                           std::move(spec.meta));
+      v->producer_ = node.get();
+      v->output_index_ = i;
+      node->outputs_.emplace_back(v);
+      node->outputs_raw_.push_back(v);
+    }
+  } catch (...) {
+    for (const Value* v : node->outputs_raw_) names().values.erase(std::string_view(v->name_));
+    throw;
   }
   Node* raw = node.get();
   insert_node(std::move(node), before);
@@ -289,6 +297,7 @@ Value* Graph::add_constant(std::string key, at::Tensor tensor, std::string value
 }
 
 Value* Graph::add_constant_ref(std::string key, TensorMeta meta, std::string value_name, Node* before) {
+  if (before) (void)index_of(before);  // before the value is named (see add_call)
   auto node = new_node(NodeKind::Constant);
   Value* v =
       new_value(value_name.empty() ? fresh_name(key) : std::move(value_name), ValueType::Tensor, std::move(meta));

@@ -205,7 +205,7 @@ TraceOptions MetadataCollector::trace_options() const {
 
 void MetadataCollector::inspect(const TraceInspection& t) {
   ViewAndMutationMeta& meta = meta_;
-  cpu_fallbacks_ = t.cpu_fallbacks;  // the function's own (a joint trace's backward comes later)
+  forward_fallbacks_ = t.cpu_fallbacks;  // the function's own (a joint trace's backward comes later)
   // A function that leaves grad mode changed: recorded, restored, replayed by the epilogue.
   if (at::GradMode::is_enabled() != prior_grad_enabled_) {
     meta.grad_enabled_mutation = at::GradMode::is_enabled();
@@ -226,12 +226,18 @@ void MetadataCollector::inspect(const TraceInspection& t) {
   for (std::size_t i = 0; i < t.outputs.size(); ++i)
     if (meta.output_info[i].gets_tangent()) meta.traced_tangents.push_back(tangent_meta(t.outputs[i]));
   for (const auto& base : intermediate_bases_) meta.traced_tangents.push_back(tangent_meta(base));
-  meta.finalize();
+  // finalize() refuses some set_() mutations; that error is finish()'s, outside the trace (as
+  // collect_metadata has always reported it), and a caller deciding now sees finalized() false.
+  try {
+    meta.finalize();
+    finalized_ = true;
+  } catch (const std::exception&) { finalized_ = false; }
 }
 
-ViewAndMutationMeta MetadataCollector::finish(const TraceResult& traced, std::size_t first_output) {
+ViewAndMutationMeta MetadataCollector::finish(const TraceResult& traced, std::size_t first_output, bool trace_went_on) {
   intermediate_bases_.clear();
-  if (options_.cpu_fallbacks) merge_cpu_fallbacks(*options_.cpu_fallbacks, cpu_fallbacks_);
+  if (options_.cpu_fallbacks)
+    merge_cpu_fallbacks(*options_.cpu_fallbacks, trace_went_on ? forward_fallbacks_ : traced.cpu_fallbacks);
   for (std::size_t i = 0; i < meta_.output_info.size() && first_output + i < traced.num_user_outputs; ++i) {
     OutputAliasInfo& info = meta_.output_info[i];
     if (info.output_type == OutputType::alias_of_input || info.output_type == OutputType::alias_of_intermediate ||

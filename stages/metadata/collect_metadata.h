@@ -41,25 +41,30 @@ class MetadataCollector {
   // Reads the calling thread's grad mode: construct it where the trace will run.
   MetadataCollector(const TensorList& example_args, const CollectMetadataOptions& options);
   TraceOptions trace_options() const;
-  // Fills the metadata from the trace's live tensors (finalized, without the view replays) and
-  // restores grad mode if the function changed it.
+  // Fills the metadata from the trace's live tensors (without the view replays) and restores
+  // grad mode if the function changed it.
   void inspect(const TraceInspection& trace);
-  // The metadata as inspect() left it; valid between inspect() and finish().
+  // Whether inspect() could finalize the metadata (finish() reports why not).
+  bool finalized() const { return finalized_; }
+  // The metadata as inspect() left it (finalized when finalized()); valid between inspect() and
+  // finish(). Before inspect(): its is_train, decided from the arguments and grad mode.
   const ViewAndMutationMeta& meta() const { return meta_; }
   // The intermediate bases of the outputs (alias_of_intermediate_save_as_output), in order;
   // valid between inspect() and finish().
   const TensorList& intermediate_bases() const { return intermediate_bases_; }
-  // Adds the view replays of aliased outputs (read from the trace's graph, whose outputs from
-  // `first_output` on are the function's) and the CPU-fallback counts of the function's own
-  // calls, as inspect() saw them (to options.cpu_fallbacks).
-  ViewAndMutationMeta finish(const TraceResult& traced, std::size_t first_output = 0);
+  // Finalizes the metadata (throwing what finalize() throws), adds the view replays of aliased
+  // outputs (read from the trace's graph, whose outputs from `first_output` on are the
+  // function's) and the CPU-fallback counts to options.cpu_fallbacks: the whole trace's, or when
+  // `trace_went_on` past the analysis (into a backward), those inspect() saw.
+  ViewAndMutationMeta finish(const TraceResult& traced, std::size_t first_output = 0, bool trace_went_on = false);
 
  private:
   CollectMetadataOptions options_;
   bool prior_grad_enabled_;
   ViewAndMutationMeta meta_;
   TensorList intermediate_bases_;
-  CpuFallbackCounts cpu_fallbacks_;
+  CpuFallbackCounts forward_fallbacks_;
+  bool finalized_ = false;
 };
 
 // JSON with PyTorch's field names (see ../shared/design/api.md): input_info[], output_info[],

@@ -43,7 +43,10 @@ bool program_repeats_analysis(const TensorList& args, const ViewAndMutationMeta&
   for (std::size_t i = 0; i < args.size(); ++i)
     for (std::size_t j = 0; j < i; ++j)
       if (args[i].defined() && args[i].is_same(args[j])) return false;
-  return !merge_view_inputs(args, meta.input_info, /*is_inference=*/!needs_autograd);
+  // Inputs synthetic_base would refuse are its error to report, in its own stage.
+  try {
+    return !merge_view_inputs(args, meta.input_info, /*is_inference=*/!needs_autograd);
+  } catch (const std::exception&) { return false; }
 }
 
 // collect_metadata's trace, carried on into the joint stage's program where the function allows
@@ -67,6 +70,7 @@ ViewAndMutationMeta trace_analysis_and_program(const Function& fn, const TensorL
   std::size_t first_user_output = 0;
   trace_options.plan_backward = [&](const TraceInspection& t, TensorList& outputs) -> std::optional<std::vector<bool>> {
     collector.inspect(t);
+    if (!collector.finalized()) return std::nullopt;
     const ViewAndMutationMeta& meta = collector.meta();
     const bool needs_autograd = decide_needs_autograd(args, meta);
     if (needs_autograd != training || !program_repeats_analysis(args, meta, needs_autograd)) return std::nullopt;
@@ -91,7 +95,7 @@ ViewAndMutationMeta trace_analysis_and_program(const Function& fn, const TensorL
     if (!carried) throw;
     return collect_metadata(fn, args, options);
   }
-  ViewAndMutationMeta meta = collector.finish(traced, first_user_output);
+  ViewAndMutationMeta meta = collector.finish(traced, first_user_output, /*trace_went_on=*/carried && training);
   if (carried) program = std::move(traced);
   return meta;
 }

@@ -91,6 +91,33 @@ TEST(GraphIr, MultiOutputAndListReturningOps) {
   EXPECT_EQ(back.to_string(), g.to_string());
 }
 
+// A call that fails while its values are named (a duplicate name, a `before` node of another
+// graph) leaves no name behind: the graph stays whole and the names stay free.
+TEST(GraphIr, AFailedAddCallLeavesNoNameBehind) {
+  Graph g("names");
+  Value* x = g.add_input("x", f32({4, 6}));
+  EXPECT_THROW(
+      g.add_call("aten::var_mean.correction", {x, std::vector<int64_t>{1}}, {{"var", f32({4})}, {"x", f32({4})}}),
+      GraphError);
+  EXPECT_EQ(g.find_value("var"), nullptr);
+  EXPECT_EQ(g.find_value("x"), x);
+  Graph other("other");
+  Node* elsewhere = other.add_call("aten::neg", {other.add_input("y", f32({3}))});
+  EXPECT_THROW(g.add_call("aten::neg", {x}, {{"neg_x", f32({4, 6})}}, elsewhere), GraphError);
+  EXPECT_THROW(g.add_constant_ref("c", f32({2}), "c_value", elsewhere), GraphError);
+  EXPECT_EQ(g.find_value("neg_x"), nullptr);
+  EXPECT_EQ(g.find_value("c_value"), nullptr);
+  EXPECT_EQ(g.num_nodes(), 0u);
+  // The names are free, and enough new ones to grow the index find the right values.
+  Node* vm =
+      g.add_call("aten::var_mean.correction", {x, std::vector<int64_t>{1}}, {{"var", f32({4})}, {"mean", f32({4})}});
+  EXPECT_EQ(g.find_value("var"), vm->output(0));
+  std::vector<Value*> made;
+  for (int i = 0; i < 200; ++i) made.push_back(g.add_call("aten::neg", {x})->output(0));
+  for (Value* v : made) EXPECT_EQ(g.find_value(v->name()), v);
+  EXPECT_EQ(g.find_value("neg_x"), nullptr);
+}
+
 TEST(GraphIr, CopyIsDeepAndIndependent) {
   Graph g = small_graph();
   Graph copy = g;

@@ -249,6 +249,23 @@ TEST(CarriedProgram, AFunctionRewrittenBetweenTheStagesIsTracedAfresh) {
   EXPECT_TRUE(analysed.carried->traced_from(analysed, "f", true));
 }
 
+// Inputs synthetic_base refuses (an alias of a mutated input, not a view of its base) are refused by
+// that stage, not by the metadata stage's decision whether to carry.
+TEST(CarriedProgram, InputsSyntheticBaseRefusesAreItsError) {
+  const at::Tensor storage = at::zeros({4});
+  const at::Tensor w = at::randn({4}).requires_grad_(true);
+  Function fn = [](const TensorList& a) {
+    a[1].add_(1);
+    return TensorList{a[0] * a[2]};
+  };
+  const TensorList args{storage, storage.view(at::kInt), w};
+  MetadataResult analysed = analyze_function(fn, args, {}, "f");
+  EXPECT_EQ(analysed.function.carried, nullptr);
+  const std::string error =
+      error_of([&] { (void)synthetic_base_pre_compile(dedupe_pre_compile(std::move(analysed.function)).function); });
+  EXPECT_THAT(error, ::testing::HasSubstr("aotpipe synthetic base: inputs 0 and 1 alias one storage"));
+}
+
 // A backward the tracer cannot record fails the joint stage, naming it, as without the carry.
 TEST(CarriedProgram, ABackwardErrorIsTheJointStagesError) {
   Function fn = [](const TensorList& a) { return TensorList{at::nextafter(a[0] * 2, a[1])}; };
