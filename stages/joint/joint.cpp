@@ -19,20 +19,24 @@ Function prepare_forward(Function fn, const ViewAndMutationMeta& meta, bool trai
       else if (info.mutates_metadata)
         fresh[i] = args[i].view(args[i].sizes());  // the metadata mutation must not reach the primal
     }
-    TensorList outs = fn(fresh);
-    if (outs.size() != meta.output_info.size())
-      throw std::runtime_error(fmt::format("aotpipe joint: the function returned {} outputs, metadata says {}",
-                                           outs.size(), meta.output_info.size()));
-    TensorList result;
-    for (std::size_t i : meta.mutated_inp_runtime_indices) result.push_back(fresh[i]);
-    result.insert(result.end(), outs.begin(), outs.end());
-    if (training) {
-      for (std::size_t i = 0; i < outs.size(); ++i)
-        if (meta.output_info[i].output_type == OutputType::alias_of_intermediate_save_as_output)
-          result.push_back(at::Tensor(outs[i]._base()));
-    }
-    return result;
+    return forward_returns(meta, fresh, fn(fresh), training);
   };
+}
+
+TensorList forward_returns(const ViewAndMutationMeta& meta, const TensorList& inputs, const TensorList& outs,
+                           bool training) {
+  if (outs.size() != meta.output_info.size())
+    throw std::runtime_error(fmt::format("aotpipe joint: the function returned {} outputs, metadata says {}",
+                                         outs.size(), meta.output_info.size()));
+  TensorList result;
+  for (std::size_t i : meta.mutated_inp_runtime_indices) result.push_back(inputs[i]);
+  result.insert(result.end(), outs.begin(), outs.end());
+  if (training) {
+    for (std::size_t i = 0; i < outs.size(); ++i)
+      if (meta.output_info[i].output_type == OutputType::alias_of_intermediate_save_as_output)
+        result.push_back(at::Tensor(outs[i]._base()));
+  }
+  return result;
 }
 
 std::vector<bool> forward_tangent_mask(const ViewAndMutationMeta& meta) {

@@ -19,6 +19,12 @@ namespace aotpipe {
 // user outputs, then (training) the intermediate bases.
 Function prepare_forward(Function fn, const ViewAndMutationMeta& meta, bool training);
 
+// What prepare_forward returns, from the inputs as the function received them (after its
+// mutations) and the function's outputs: the runtime-applied mutated inputs, the outputs, then
+// (training) the intermediate bases. Throws when the outputs do not match the metadata.
+TensorList forward_returns(const ViewAndMutationMeta& meta, const TensorList& inputs, const TensorList& outs,
+                           bool training);
+
 // Per forward return of prepare_forward: whether it gets a tangent (the data-mutated inputs
 // that require grad, the non-aliased outputs that require grad, the intermediate bases).
 std::vector<bool> forward_tangent_mask(const ViewAndMutationMeta& meta);

@@ -217,7 +217,6 @@ void MetadataCollector::inspect(const TraceInspection& t) {
   OutputAnalysis outputs = analyze_outputs(t.inputs, t.input_storages, t.outputs);
   meta.output_info = std::move(outputs.infos);
   meta.num_intermediate_bases = outputs.intermediate_bases.size();
-  intermediate_bases_ = std::move(outputs.intermediate_bases);
 
   // Tangents: data-mutated inputs the runtime applies and that require grad, differentiable
   // non-aliased outputs, intermediate bases.
@@ -225,7 +224,7 @@ void MetadataCollector::inspect(const TraceInspection& t) {
     if (meta.input_info[i].gets_tangent()) meta.traced_tangents.push_back(tangent_meta(t.inputs[i]));
   for (std::size_t i = 0; i < t.outputs.size(); ++i)
     if (meta.output_info[i].gets_tangent()) meta.traced_tangents.push_back(tangent_meta(t.outputs[i]));
-  for (const auto& base : intermediate_bases_) meta.traced_tangents.push_back(tangent_meta(base));
+  for (const auto& base : outputs.intermediate_bases) meta.traced_tangents.push_back(tangent_meta(base));
   // finalize() refuses some set_() mutations; that error is finish()'s, outside the trace (as
   // collect_metadata has always reported it), and a caller deciding now sees finalized() false.
   try {
@@ -235,7 +234,6 @@ void MetadataCollector::inspect(const TraceInspection& t) {
 }
 
 ViewAndMutationMeta MetadataCollector::finish(const TraceResult& traced, std::size_t first_output, bool trace_went_on) {
-  intermediate_bases_.clear();
   if (options_.cpu_fallbacks)
     merge_cpu_fallbacks(*options_.cpu_fallbacks, trace_went_on ? forward_fallbacks_ : traced.cpu_fallbacks);
   for (std::size_t i = 0; i < meta_.output_info.size() && first_output + i < traced.num_user_outputs; ++i) {

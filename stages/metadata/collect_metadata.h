@@ -49,9 +49,6 @@ class MetadataCollector {
   // The metadata as inspect() left it (finalized when finalized()); valid between inspect() and
   // finish(). Before inspect(): its is_train, decided from the arguments and grad mode.
   const ViewAndMutationMeta& meta() const { return meta_; }
-  // The intermediate bases of the outputs (alias_of_intermediate_save_as_output), in order;
-  // valid between inspect() and finish().
-  const TensorList& intermediate_bases() const { return intermediate_bases_; }
   // Finalizes the metadata (throwing what finalize() throws), adds the view replays of aliased
   // outputs (read from the trace's graph, whose outputs from `first_output` on are the
   // function's) and the CPU-fallback counts to options.cpu_fallbacks: the whole trace's, or when
@@ -62,7 +59,6 @@ class MetadataCollector {
   CollectMetadataOptions options_;
   bool prior_grad_enabled_;
   ViewAndMutationMeta meta_;
-  TensorList intermediate_bases_;
   CpuFallbackCounts forward_fallbacks_;
   bool finalized_ = false;
 };

@@ -1,5 +1,6 @@
 #include <aotpipe/stages/metadata/metadata_stage.h>
 
+#include <aotpipe/stages/dedupe/dedupe.h>
 #include <aotpipe/stages/joint/carried_program.h>
 #include <aotpipe/stages/joint/joint.h>
 #include <aotpipe/stages/synthetic_base/merge_view_inputs.h>
@@ -40,9 +41,9 @@ bool program_repeats_analysis(const TensorList& args, const ViewAndMutationMeta&
   if (meta.grad_enabled_mutation || !meta.mutated_graph_handled_indices.empty()) return false;
   for (const InputAliasInfo& in : meta.input_info)
     if (in.mutates_metadata || in.mutates_storage_metadata || (in.mutates_data && in.requires_grad)) return false;
+  const std::vector<std::size_t> first_occurrence = duplicate_pattern(args);
   for (std::size_t i = 0; i < args.size(); ++i)
-    for (std::size_t j = 0; j < i; ++j)
-      if (args[i].defined() && args[i].is_same(args[j])) return false;
+    if (first_occurrence[i] != i) return false;
   // Inputs synthetic_base would refuse are its error to report, in its own stage.
   try {
     return !merge_view_inputs(args, meta.input_info, /*is_inference=*/!needs_autograd);
@@ -51,8 +52,8 @@ bool program_repeats_analysis(const TensorList& args, const ViewAndMutationMeta&
 
 // collect_metadata's trace, carried on into the joint stage's program where the function allows
 // (carried_program.h). Once the function has returned, the analysis decides; when the program
-// repeats it, the forward's returns become prepare_forward's (the runtime-applied mutated inputs
-// first; training: the intermediate bases last) and a training trace goes on into the backward.
+// repeats it, the forward's returns become prepare_forward's (forward_returns) and a training
+// trace goes on into the backward.
 // Sets `program` when carried.
 ViewAndMutationMeta trace_analysis_and_program(const Function& fn, const TensorList& args,
                                                const CollectMetadataOptions& options, const std::string& name,
@@ -75,16 +76,9 @@ ViewAndMutationMeta trace_analysis_and_program(const Function& fn, const TensorL
     const bool needs_autograd = decide_needs_autograd(args, meta);
     if (needs_autograd != training || !program_repeats_analysis(args, meta, needs_autograd)) return std::nullopt;
     carried = true;
-    TensorList returns;
-    for (std::size_t i : meta.mutated_inp_runtime_indices) returns.push_back(t.inputs[i]);
-    first_user_output = returns.size();
-    returns.insert(returns.end(), outputs.begin(), outputs.end());
-    if (!training) {
-      outputs = std::move(returns);
-      return std::nullopt;
-    }
-    returns.insert(returns.end(), collector.intermediate_bases().begin(), collector.intermediate_bases().end());
-    outputs = std::move(returns);
+    first_user_output = meta.mutated_inp_runtime_indices.size();
+    outputs = forward_returns(meta, t.inputs, outputs, training);
+    if (!training) return std::nullopt;
     return forward_tangent_mask(meta);
   };
   TraceResult traced;
