@@ -165,7 +165,7 @@ void Graph::copy_from(const Graph& other) {
     insert_node(std::move(node), nullptr);
   }
   for (Value* out : other.outputs()) outputs_.push_back(mapped(out));
-  names().counters = other.names_ ? other.names_->counters : NameIndex{}.counters;
+  if (other.names_) names().counters = other.names_->counters;
 }
 
 std::unique_ptr<Node> Graph::new_node(NodeKind kind) {
