@@ -195,7 +195,7 @@ class AotpipeConan(ConanFile):
                   ["onetbb::libtbb", "boost::headers", "nlohmann_json::nlohmann_json", "fmt::fmt"],
                   ["tbb", "fmt"])
         component("graph", [], ["fmt::fmt", "boost::headers"], ["fmt"])  # + libtorch, from the build module
-        component("tracer", ["graph"], ["fmt::fmt"], ["fmt"])
+        component("tracer", ["graph"], ["fmt::fmt", "boost::headers"], ["fmt"])
         component("stages", ["tracer", "graph", "pipeline"],
                   ["fmt::fmt", "nlohmann_json::nlohmann_json", "boost::headers"], ["fmt"])
         redis = bool(self.options.with_redis)

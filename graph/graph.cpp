@@ -2,6 +2,7 @@
 #include <aotpipe/graph/printer.h>
 
 #include <ATen/core/Tensor.h>
+#include <c10/util/SmallVector.h>
 #include <boost/unordered/unordered_flat_map.hpp>
 #include <fmt/format.h>
 
@@ -174,11 +175,16 @@ std::unique_ptr<Node> Graph::new_node(NodeKind kind) {
   return node;
 }
 
-Value* Graph::new_value(std::string name, ValueType type, std::optional<TensorMeta> meta) {
-  if (name.empty()) name = fresh_name("v");
+Value* Graph::new_value(std::string name, ValueType type, std::optional<TensorMeta> meta, std::string_view fresh_hint) {
   auto value = std::unique_ptr<Value>(new Value(this, std::move(name), type, std::move(meta)));
-  if (!names().values.try_emplace(value->name_, value.get()).second)
+  auto& values = names().values;
+  if (value->name_.empty()) {
+    // The first free candidate of the hint, found by the insertion itself (one lookup each).
+    for (auto& counter = name_counter(fresh_hint);;)
+      if (values.try_emplace(next_candidate(value->name_, fresh_hint, counter), value.get()).second) break;
+  } else if (!values.try_emplace(value->name_, value.get()).second) {
     throw GraphError(fmt::format("graph '{}': duplicate value name %{}", name_, value->name_));
+  }
   value->id_ = next_value_id_++;
   return value.release();
 }
@@ -188,8 +194,7 @@ Value* Graph::add_input(std::string name, TensorMeta meta) {
 }
 
 Value* Graph::add_input(std::string name, ValueType type, std::optional<TensorMeta> meta) {
-  if (name.empty()) name = fresh_name("arg");
-  Value* value = new_value(std::move(name), type, std::move(meta));
+  Value* value = new_value(std::move(name), type, std::move(meta), "arg");
   inputs_.emplace_back(value);
   inputs_raw_.push_back(value);
   return value;
@@ -251,7 +256,7 @@ Node* Graph::add_call(const c10::OperatorHandle& op, std::vector<Argument> args,
   node->args_ = std::move(args);
 
   // The values this call defines: one per return, or one per element of a `Tensor[]` return.
-  std::vector<ValueType> types;
+  c10::SmallVector<ValueType, 4> types;
   const auto& returns = schema.returns();
   if (returns.size() == 1 && is_list_of_tensors(returns[0].type())) {
     types.assign(outputs.size(), ValueType::Tensor);
@@ -269,12 +274,13 @@ Node* Graph::add_call(const c10::OperatorHandle& op, std::vector<Argument> args,
   // Named values are in the name index, which views their names: nothing may fail once the
   // first is made but a duplicate name, after which the names made so far leave the index.
   if (before) (void)index_of(before);
-  std::string base = schema.name().substr(schema.name().find("::") + 2);
+  const std::string_view base = std::string_view(schema.name()).substr(schema.name().find("::") + 2);
+  node->outputs_.reserve(types.size());
+  node->outputs_raw_.reserve(types.size());
   try {
     for (std::size_t i = 0; i < types.size(); ++i) {
       OutputSpec& spec = outputs[i];
-      Value* v = new_value(spec.name.empty() ? fresh_name(base) : std::move(spec.name), spec.type.value_or(types[i]),
-                           std::move(spec.meta));
+      Value* v = new_value(std::move(spec.name), spec.type.value_or(types[i]), std::move(spec.meta), base);
       v->producer_ = node.get();
       v->output_index_ = i;
       node->outputs_.emplace_back(v);
@@ -299,8 +305,7 @@ Value* Graph::add_constant(std::string key, at::Tensor tensor, std::string value
 Value* Graph::add_constant_ref(std::string key, TensorMeta meta, std::string value_name, Node* before) {
   if (before) (void)index_of(before);  // before the value is named (see add_call)
   auto node = new_node(NodeKind::Constant);
-  Value* v =
-      new_value(value_name.empty() ? fresh_name(key) : std::move(value_name), ValueType::Tensor, std::move(meta));
+  Value* v = new_value(std::move(value_name), ValueType::Tensor, std::move(meta), key);
   node->constant_name_ = std::move(key);
   v->producer_ = node.get();
   node->outputs_.emplace_back(v);
@@ -387,24 +392,32 @@ Value* Graph::find_value(std::string_view name) const {
   return it == names_->values.end() ? nullptr : it->second;
 }
 
-std::string Graph::fresh_name(std::string_view hint) {
-  // Every recorded node asks for a name: one lookup of the hint and no formatting.
-  const std::string_view base = hint.empty() ? std::string_view("v") : hint;
-  NameIndex& index = names();
-  auto counter = index.counters.find(base);
-  if (counter == index.counters.end()) counter = index.counters.emplace(std::string(base), 0).first;
-  std::string candidate;
-  for (;;) {
-    candidate.assign(base);
-    if (counter->second != 0) {
-      char digits[24];
-      const auto end = std::to_chars(digits, digits + sizeof digits, counter->second).ptr;
-      candidate.push_back('_');
-      candidate.append(digits, end);
-    }
-    ++counter->second;
-    if (!index.values.contains(std::string_view(candidate))) return candidate;
+std::size_t& Graph::name_counter(std::string_view hint) {
+  auto& counters = names().counters;
+  auto counter = counters.find(hint);
+  if (counter == counters.end()) counter = counters.emplace(std::string(hint), 0).first;
+  return counter->second;
+}
+
+// hint, hint_1, hint_2...: the next of the sequence, written into `out` (no formatting library:
+// every recorded node asks for one).
+std::string_view Graph::next_candidate(std::string& out, std::string_view hint, std::size_t& counter) {
+  out.assign(hint);
+  if (counter != 0) {
+    char digits[24];
+    const auto end = std::to_chars(digits, digits + sizeof digits, counter).ptr;
+    out.push_back('_');
+    out.append(digits, end);
   }
+  ++counter;
+  return out;
+}
+
+std::string Graph::fresh_name(std::string_view hint) {
+  if (hint.empty()) hint = "v";
+  std::string candidate;
+  for (auto& counter = name_counter(hint);;)
+    if (!names().values.contains(next_candidate(candidate, hint, counter))) return candidate;
 }
 
 void Graph::rename(Value* value, std::string name) {

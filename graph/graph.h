@@ -262,7 +262,8 @@ class Graph {
   std::string to_string() const;
 
  private:
-  Value* new_value(std::string name, ValueType type, std::optional<TensorMeta> meta);
+  // An empty name takes a fresh one from `fresh_hint` (as fresh_name does).
+  Value* new_value(std::string name, ValueType type, std::optional<TensorMeta> meta, std::string_view fresh_hint = "v");
   void insert_node(std::unique_ptr<Node> node, Node* before);
   void copy_from(const Graph& other);
 
@@ -280,6 +281,8 @@ class Graph {
   struct NameIndex;
   std::unique_ptr<NameIndex> names_;
   NameIndex& names();
+  std::size_t& name_counter(std::string_view hint);
+  static std::string_view next_candidate(std::string& out, std::string_view hint, std::size_t& counter);
   std::uint32_t next_value_id_ = 0, next_node_id_ = 0;
   std::unique_ptr<Node> new_node(NodeKind kind);
 };

@@ -21,6 +21,8 @@
 #include <torch/csrc/autograd/variable.h>
 #include <torch/library.h>
 
+#include <boost/unordered/unordered_flat_map.hpp>
+
 #include <mutex>
 #include <string_view>
 #include <unordered_map>
@@ -332,18 +334,14 @@ std::optional<std::string> missing_backend_kernel(const c10::OperatorHandle& op,
 // ---------------------------------------------------------------------------------------------
 // The fallback.
 
+// The tensors of one traced call, as the fallback unwraps them.
 struct OpCall {
-  OpCall(const c10::OperatorHandle& o, const c10::FunctionSchema& s, TraceState* t, std::shared_ptr<TraceState> own)
-      : op(o), schema(s), state(t), owner(std::move(own)) {}
-  const c10::OperatorHandle& op;
-  const c10::FunctionSchema& schema;
-  TraceState* state;
-  std::shared_ptr<TraceState> owner;  // null when the op came through the mode only
   bool cpu_fallback = false;
-  std::vector<at::Tensor> inner_inputs;  // every unwrapped tensor, in argument order
-  std::vector<at::Tensor> outer_inputs;  // the matching outer tensor (undefined for constants)
-  std::vector<at::Tensor> real_inputs;   // cpu_fallback: zero-filled real stand-ins
-  std::vector<bool> outer_written;       // the schema says the op writes that argument
+  // Inline storage for the common arity: this runs for every traced call.
+  c10::SmallVector<at::Tensor, 4> inner_inputs;  // every unwrapped tensor, in argument order
+  c10::SmallVector<at::Tensor, 4> outer_inputs;  // the matching outer tensor (undefined for constants)
+  c10::SmallVector<bool, 4> outer_written;       // the schema says the op writes that argument
+  std::vector<at::Tensor> real_inputs;           // cpu_fallback: zero-filled real stand-ins
 };
 
 Value* constant_value(TraceState& st, const at::Tensor& t) {
@@ -364,16 +362,15 @@ void trace_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*ks*/, t
   const std::size_t first = stack->size() - nargs;
 
   // Which trace? The one of the tracing tensor arguments (all must agree) or the mode's.
-  std::shared_ptr<TraceState> owner;
+  const TracingTensorImpl* first_traced = nullptr;
   bool any_plain_meta = false;
   auto visit = [&](const at::Tensor& t) {
     if (!t.defined()) return;
     if (auto* tt = as_traced(t)) {
-      if (owner && owner != tt->state())
+      const TraceState* expected = first_traced ? first_traced->state().get() : tls_current_trace;
+      if (expected && tt->state().get() != expected)
         fail(qualified_name(op), "an argument is a tensor of another trace (a tracing tensor leaked out of its trace)");
-      if (!owner && tls_current_trace && tt->state().get() != tls_current_trace)
-        fail(qualified_name(op), "an argument is a tensor of another trace (a tracing tensor leaked out of its trace)");
-      owner = tt->state();
+      if (!first_traced) first_traced = tt;
     } else if (t.is_meta()) {
       any_plain_meta = true;
     }
@@ -389,6 +386,7 @@ void trace_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*ks*/, t
         if (e.isTensor()) visit(e.toTensor());
     }
   }
+  std::shared_ptr<TraceState> owner = first_traced ? first_traced->state() : nullptr;
   TraceState* st = owner ? owner.get() : tls_current_trace;
   if (owner && owner->finished)
     fail(qualified_name(op), "an argument is a tracing tensor whose trace has already ended");
@@ -427,7 +425,7 @@ void trace_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*ks*/, t
          "its output (value or shape) depends on tensor data, which fake tracing does not have; "
          "trace in TraceMode::Real or avoid the op");
 
-  OpCall call(op, schema, st, owner);
+  OpCall call;
   DeviceInference devices(schema.operator_name().name);
   if (fake && !traits.meta_or_composite()) {
     if (!st->options.allow_cpu_fallback)
@@ -524,7 +522,7 @@ void trace_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*ks*/, t
 
   // Run the op on the inner tensors. Fake mode: on meta tensors; if there is no Meta kernel
   // (or the composite kernel ends in an op without one), on zero-filled CPU stand-ins.
-  std::vector<c10::IValue> saved_args;
+  c10::SmallVector<c10::IValue, 8> saved_args;
   std::string meta_error;
   if (!call.cpu_fallback) {
     if (fake && st->options.allow_cpu_fallback)
@@ -818,11 +816,16 @@ struct Tracer {
   std::vector<at::Tensor> traced_inputs;                // what fn sees (functional wrappers when functionalizing)
   std::vector<at::Tensor> initial_inputs;               // the tracing tensors of the inputs, as created
   std::vector<const c10::StorageImpl*> input_storages;  // of traced_inputs, as created
-  std::unordered_map<const c10::StorageImpl*, c10::Storage> storages;   // example storage -> the trace's copy
-  std::unordered_map<const c10::TensorImpl*, std::size_t> seen_inputs;  // example -> first position
+  // Open-addressing tables (no allocation per entry): every input of every trace visits both.
+  boost::unordered_flat_map<const c10::StorageImpl*, c10::Storage> storages;   // example storage -> the trace's copy
+  boost::unordered_flat_map<const c10::TensorImpl*, std::size_t> seen_inputs;  // example -> first position
 
-  explicit Tracer(TraceOptions options) : st(std::make_shared<TraceState>(std::move(options))) {
+  Tracer(TraceOptions options, std::size_t num_inputs) : st(std::make_shared<TraceState>(std::move(options))) {
     detail::link_meta_kernels();
+    for (auto* inputs : {&initial_inputs, &traced_inputs}) inputs->reserve(num_inputs);
+    input_storages.reserve(num_inputs);
+    storages.reserve(num_inputs);
+    seen_inputs.reserve(num_inputs);
     if (st->fake()) fake_devices.emplace();
   }
 
@@ -1042,7 +1045,7 @@ bool is_tracing_tensor(const at::Tensor& tensor) {
 
 TraceResult trace_program(const TraceFunction& fn, const TensorList& example_inputs, TraceOptions options) {
   return translate_errors([&] {
-    Tracer tracer(std::move(options));
+    Tracer tracer(std::move(options), example_inputs.size());
     for (std::size_t i = 0; i < example_inputs.size(); ++i)
       tracer.add_input(input_name(tracer.st->options, i, "arg", 0), example_inputs[i]);
     TensorList outs = tracer.run([&] { return fn(tracer.traced_inputs); });
@@ -1057,7 +1060,7 @@ Graph trace(const TraceFunction& fn, const TensorList& example_inputs, TraceOpti
 
 TraceResult trace_joint(const TraceFunction& fn, const TensorList& example_inputs, TraceOptions options) {
   return translate_errors([&] {
-    Tracer tracer(std::move(options));
+    Tracer tracer(std::move(options), example_inputs.size());
     tracer.st->joint = true;
     for (std::size_t i = 0; i < example_inputs.size(); ++i)
       tracer.add_input(input_name(tracer.st->options, i, "primals_", 1), example_inputs[i]);

@@ -3,7 +3,7 @@
 // per model, the tracing cost against the meta-dispatch floor and the whole compile against one
 // meta pass of the program. Prints tables (docs/benchmarks.md):
 //
-//   build/bench/runtime/fake_compile_bench [--repeats N]
+//   build/bench/runtime/fake_compile_bench [--repeats N] [--batch-ms MS] [--floor-only]
 #include <aotpipe/graph/example_tensor.h>
 #include <aotpipe/tracer/tracer.h>
 #include <aotpipe/runtime/aot_function.h>
@@ -30,6 +30,7 @@ namespace {
 using namespace aotpipe;
 
 int repeats = 5;
+double batch_ms = 5;  // the floor table's batches of back-to-back calls last at least this long
 
 // VmHWM (peak resident set) of this process, in MiB.
 double peak_rss_mib() {
@@ -137,7 +138,10 @@ void batch_table(const std::string& self) {
 }
 
 void floor_table() {
-  fmt::print("\nAgainst the meta-dispatch floor (batch 32, in process; median of {} runs)\n", repeats);
+  fmt::print(
+      "\nAgainst the meta-dispatch floor (batch 32, in process; per call, median of {} alternating batches of "
+      "calls, each batch at least {} ms)\n",
+      repeats, batch_ms);
   fmt::print("  trace: fake trace of the forward (no autograd), vs the forward run on plain meta tensors\n");
   fmt::print("  compile: all stages (training), vs forward+backward run on plain meta tensors\n\n");
   fmt::print("{:<24} {:>5} {:>10} {:>10} {:>8} {:>8} {:>11} {:>11} {:>9}\n", "model", "ops", "floor fw", "trace",
@@ -147,35 +151,32 @@ void floor_table() {
   for (const zoo::ZooModel& model : zoo::all_models(32)) {
     const TensorList plain = meta_inputs(model, false);
     const TensorList examples = examples_of(model), no_grad_examples = no_grad_examples_of(model);
-    // Forward: the program on meta tensors vs its fake trace.
-    const double floor_fw = median_ms(
-        [&] {
-          at::NoGradGuard g;
-          (void)model.fn(plain);
-        },
-        repeats);
-    std::size_t ops = 0;
-    const double trace_ms =
-        median_ms([&] { ops = trace_program(model.fn, no_grad_examples).graph.nodes().size(); }, repeats);
-    // Joint: forward + backward on meta tensors vs the whole compile.
-    const double floor_joint = median_ms(
-        [&] {
-          const TensorList with_grad = meta_inputs(model, true);
-          TensorList outs = model.fn(with_grad);
-          std::vector<at::Tensor> params;
-          for (const auto& t : with_grad)
-            if (t.requires_grad()) params.push_back(t);
-          std::vector<at::Tensor> diff_outs, grads_out;
-          for (const auto& o : outs)
-            if (o.requires_grad()) diff_outs.push_back(o), grads_out.push_back(at::ones_like(o));
-          if (!params.empty() && !diff_outs.empty())
-            (void)torch::autograd::grad(diff_outs, params, grads_out, false, false, true);
-        },
-        repeats);
-    const double compile_ms = median_ms([&] { (void)compile(model.name, model.fn, examples); }, repeats);
+    // Forward: the program on meta tensors vs its fake trace. Joint: forward + backward on meta
+    // tensors vs the whole compile. All four measured side by side.
+    auto floor_fw = [&] {
+      at::NoGradGuard g;
+      (void)model.fn(plain);
+    };
+    auto trace = [&] { (void)trace_program(model.fn, no_grad_examples); };
+    auto floor_joint = [&] {
+      const TensorList with_grad = meta_inputs(model, true);
+      TensorList outs = model.fn(with_grad);
+      std::vector<at::Tensor> params;
+      for (const auto& t : with_grad)
+        if (t.requires_grad()) params.push_back(t);
+      std::vector<at::Tensor> diff_outs, grads_out;
+      for (const auto& o : outs)
+        if (o.requires_grad()) diff_outs.push_back(o), grads_out.push_back(at::ones_like(o));
+      if (!params.empty() && !diff_outs.empty())
+        (void)torch::autograd::grad(diff_outs, params, grads_out, false, false, true);
+    };
+    auto compile_all = [&] { (void)compile(model.name, model.fn, examples); };
+    const std::size_t ops = trace_program(model.fn, no_grad_examples).graph.nodes().size();
+    const auto [floor_fw_ms, trace_ms, floor_joint_ms, compile_ms] =
+        bench::interleaved_median_ms<4>(repeats, batch_ms, floor_fw, trace, floor_joint, compile_all);
     fmt::print("{:<24} {:>5} {:>10.3f} {:>10.3f} {:>7.1f}x {:>8.1f} {:>11.3f} {:>11.3f} {:>8.1f}x\n", model.name, ops,
-               floor_fw, trace_ms, trace_ms / floor_fw, 1000 * trace_ms / std::max<std::size_t>(ops, 1), floor_joint,
-               compile_ms, compile_ms / floor_joint);
+               floor_fw_ms, trace_ms, trace_ms / floor_fw_ms, 1000 * trace_ms / std::max<std::size_t>(ops, 1),
+               floor_joint_ms, compile_ms, compile_ms / floor_joint_ms);
   }
 }
 
@@ -184,7 +185,10 @@ void floor_table() {
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   for (std::size_t i = 0; i + 1 < args.size(); ++i)
-    if (args[i] == "--repeats") repeats = std::stoi(args[i + 1]);
+    if (args[i] == "--repeats")
+      repeats = std::stoi(args[i + 1]);
+    else if (args[i] == "--batch-ms")
+      batch_ms = std::stod(args[i + 1]);
   at::set_num_threads(1);
   if (args.size() >= 3 && args[0] == "--one") return run_one(args[1], std::stoll(args[2]));
   // For a profiler: `--loop trace|compile MODEL N` runs one of the two columns' work N times.
@@ -199,7 +203,8 @@ int main(int argc, char** argv) {
     }
     return 0;
   }
-  batch_table(argv[0]);
+  const bool all = std::find(args.begin(), args.end(), "--floor-only") == args.end();
+  if (all) batch_table(argv[0]);
   floor_table();
   return 0;
 }
