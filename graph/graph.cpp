@@ -180,6 +180,7 @@ Value* Graph::new_value(std::string name, ValueType type, std::optional<TensorMe
   auto& values = names().values;
   if (value->name_.empty()) {
     // The first free candidate of the hint, found by the insertion itself (one lookup each).
+    if (fresh_hint.empty()) fresh_hint = "v";  // as fresh_name
     for (auto& counter = name_counter(fresh_hint);;)
       if (values.try_emplace(next_candidate(value->name_, fresh_hint, counter), value.get()).second) break;
   } else if (!values.try_emplace(value->name_, value.get()).second) {

@@ -91,6 +91,25 @@ TEST(GraphIr, MultiOutputAndListReturningOps) {
   EXPECT_EQ(back.to_string(), g.to_string());
 }
 
+// Values named by the graph take the hint's sequence and skip names already taken; an empty hint
+// names as fresh_name does ("v", "v_1"...).
+TEST(GraphIr, FreshValueNamesFollowTheHintAndSkipTakenNames) {
+  Graph g("fresh");
+  Value* taken = g.add_input("neg_1", f32({3}));
+  Value* x = g.add_input("", f32({3}));
+  EXPECT_EQ(x->name(), "arg");
+  Value* a = g.add_call("aten::neg", {x})->output(0);
+  Value* b = g.add_call("aten::neg", {a})->output(0);
+  EXPECT_EQ(a->name(), "neg");
+  EXPECT_EQ(b->name(), "neg_2");  // neg_1 is the input's
+  EXPECT_EQ(g.find_value("neg_1"), taken);
+  Value* c1 = g.add_constant_ref("", f32({2}), "");
+  Value* c2 = g.add_constant_ref("", f32({2}), "");
+  EXPECT_EQ(c1->name(), "v");
+  EXPECT_EQ(c2->name(), "v_1");
+  EXPECT_EQ(g.fresh_name(""), "v_2");
+}
+
 // A call that fails while its values are named (a duplicate name, a `before` node of another
 // graph) leaves no name behind: the graph stays whole and the names stay free.
 TEST(GraphIr, AFailedAddCallLeavesNoNameBehind) {
