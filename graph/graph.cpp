@@ -179,10 +179,9 @@ Value* Graph::new_value(std::string name, ValueType type, std::optional<TensorMe
   auto value = std::unique_ptr<Value>(new Value(this, std::move(name), type, std::move(meta)));
   auto& values = names().values;
   if (value->name_.empty()) {
-    // The first free candidate of the hint, found by the insertion itself (one lookup each).
-    if (fresh_hint.empty()) fresh_hint = "v";  // as fresh_name
-    for (auto& counter = name_counter(fresh_hint);;)
-      if (values.try_emplace(next_candidate(value->name_, fresh_hint, counter), value.get()).second) break;
+    // The first free candidate, found by the insertion itself (one lookup each).
+    fresh_name_into(value->name_, fresh_hint,
+                    [&](std::string_view candidate) { return values.try_emplace(candidate, value.get()).second; });
   } else if (!values.try_emplace(value->name_, value.get()).second) {
     throw GraphError(fmt::format("graph '{}': duplicate value name %{}", name_, value->name_));
   }
@@ -393,32 +392,30 @@ Value* Graph::find_value(std::string_view name) const {
   return it == names_->values.end() ? nullptr : it->second;
 }
 
-std::size_t& Graph::name_counter(std::string_view hint) {
+// The first name of the hint's sequence (hint, hint_1, hint_2...; an empty hint is "v") that
+// `take` accepts, written into `out`. No formatting library: every recorded node asks for one.
+template <class Take>
+void Graph::fresh_name_into(std::string& out, std::string_view hint, Take&& take) {
+  if (hint.empty()) hint = "v";
   auto& counters = names().counters;
   auto counter = counters.find(hint);
   if (counter == counters.end()) counter = counters.emplace(std::string(hint), 0).first;
-  return counter->second;
-}
-
-// hint, hint_1, hint_2...: the next of the sequence, written into `out` (no formatting library:
-// every recorded node asks for one).
-std::string_view Graph::next_candidate(std::string& out, std::string_view hint, std::size_t& counter) {
-  out.assign(hint);
-  if (counter != 0) {
-    char digits[24];
-    const auto end = std::to_chars(digits, digits + sizeof digits, counter).ptr;
-    out.push_back('_');
-    out.append(digits, end);
-  }
-  ++counter;
-  return out;
+  do {
+    out.assign(hint);
+    if (counter->second != 0) {
+      char digits[24];
+      const auto end = std::to_chars(digits, digits + sizeof digits, counter->second).ptr;
+      out.push_back('_');
+      out.append(digits, end);
+    }
+    ++counter->second;
+  } while (!take(std::string_view(out)));
 }
 
 std::string Graph::fresh_name(std::string_view hint) {
-  if (hint.empty()) hint = "v";
-  std::string candidate;
-  for (auto& counter = name_counter(hint);;)
-    if (!names().values.contains(next_candidate(candidate, hint, counter))) return candidate;
+  std::string name;
+  fresh_name_into(name, hint, [&](std::string_view candidate) { return !names().values.contains(candidate); });
+  return name;
 }
 
 void Graph::rename(Value* value, std::string name) {

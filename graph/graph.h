@@ -281,8 +281,8 @@ class Graph {
   struct NameIndex;
   std::unique_ptr<NameIndex> names_;
   NameIndex& names();
-  std::size_t& name_counter(std::string_view hint);
-  static std::string_view next_candidate(std::string& out, std::string_view hint, std::size_t& counter);
+  template <class Take>
+  void fresh_name_into(std::string& out, std::string_view hint, Take&& take);
   std::uint32_t next_value_id_ = 0, next_node_id_ = 0;
   std::unique_ptr<Node> new_node(NodeKind kind);
 };

@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -105,18 +106,13 @@ OneResult spawn_one(const std::string& self, const std::string& name, int64_t ba
 }
 
 // Batch 1 and 256 compiled alternately in this process (side by side, so machine noise hits both
-// alike); the median of each.
-std::pair<double, double> side_by_side_ms(const std::string& name) {
+// alike), one compile at a time; the median of each.
+std::array<double, 2> side_by_side_ms(const std::string& name) {
   const zoo::ZooModel small = model_named(name, 1), large = model_named(name, 256);
   const TensorList small_args = examples_of(small), large_args = examples_of(large);
-  std::vector<double> a, b;
-  for (int i = 0; i < repeats; ++i) {
-    a.push_back(median_ms([&] { (void)compile(small.name, small.fn, small_args); }, 1));
-    b.push_back(median_ms([&] { (void)compile(large.name, large.fn, large_args); }, 1));
-  }
-  std::sort(a.begin(), a.end());
-  std::sort(b.begin(), b.end());
-  return {a[a.size() / 2], b[b.size() / 2]};
+  auto compile_small = [&] { (void)compile(small.name, small.fn, small_args); };
+  auto compile_large = [&] { (void)compile(large.name, large.fn, large_args); };
+  return bench::interleaved_median_ms(repeats, /*batch_ms=*/0, compile_small, compile_large);
 }
 
 void batch_table(const std::string& self) {
@@ -173,7 +169,7 @@ void floor_table() {
     auto compile_all = [&] { (void)compile(model.name, model.fn, examples); };
     const std::size_t ops = trace_program(model.fn, no_grad_examples).graph.nodes().size();
     const auto [floor_fw_ms, trace_ms, floor_joint_ms, compile_ms] =
-        bench::interleaved_median_ms<4>(repeats, batch_ms, floor_fw, trace, floor_joint, compile_all);
+        bench::interleaved_median_ms(repeats, batch_ms, floor_fw, trace, floor_joint, compile_all);
     fmt::print("{:<24} {:>5} {:>10.3f} {:>10.3f} {:>7.1f}x {:>8.1f} {:>11.3f} {:>11.3f} {:>8.1f}x\n", model.name, ops,
                floor_fw_ms, trace_ms, trace_ms / floor_fw_ms, 1000 * trace_ms / std::max<std::size_t>(ops, 1),
                floor_joint_ms, compile_ms, compile_ms / floor_joint_ms);
