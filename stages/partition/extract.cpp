@@ -6,8 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <stdexcept>
-#include <unordered_map>
-#include <unordered_set>
+#include <utility>
 
 namespace aotpipe::partitioners::detail {
 namespace {
@@ -137,7 +136,7 @@ std::vector<const Node*> autograd_engine_order(std::span<const Node* const> node
 }
 
 Graph build_graph(const Graph& graph, std::span<Value* const> inputs, std::span<const Node* const> nodes,
-                  std::span<Value* const> outputs, std::string name) {
+                  std::span<Value* const> outputs, std::string name, std::vector<const Node*>* copies) {
   Graph sub(std::move(name));
   ValueMap map(graph);
   for (Value* in : inputs) {
@@ -145,7 +144,12 @@ Graph build_graph(const Graph& graph, std::span<Value* const> inputs, std::span<
       throw PartitionError(fmt::format("partition: %{} is given twice as an input of '{}'", in->name(), sub.name()));
     map.set(in, sub.add_input(in->name(), in->type(), in->meta() ? std::optional(*in->meta()) : std::nullopt));
   }
-  for (const Node* node : nodes) copy_node(sub, graph, *node, map);
+  if (copies) copies->clear();
+  for (const Node* node : nodes) {
+    const std::size_t before = sub.num_nodes();
+    copy_node(sub, graph, *node, map);
+    if (copies) copies->push_back(sub.num_nodes() > before ? sub.nodes().back() : nullptr);
+  }
   std::vector<Value*> results;
   results.reserve(outputs.size());
   for (Value* out : outputs) results.push_back(map.at(out));
@@ -155,12 +159,12 @@ Graph build_graph(const Graph& graph, std::span<Value* const> inputs, std::span<
 
 PartitionResult assemble_partition(const Graph& joint, const JointView& view, std::vector<Value*> saved,
                                    bool autograd_order) {
-  // Each value once, in the order given; tensors before numbers.
+  // Each value once, in the order given; tensors before numbers. Flat tables by Value::id.
   {
-    std::unordered_set<const Value*> seen;
+    std::vector<char> seen(joint.value_id_limit(), 0);
     std::vector<Value*> tensors, numbers;
     for (Value* v : saved) {
-      if (!seen.insert(v).second) continue;
+      if (std::exchange(seen[v->id()], 1)) continue;
       (v->is_tensor() ? tensors : numbers).push_back(v);
     }
     saved = std::move(tensors);
@@ -178,9 +182,10 @@ PartitionResult assemble_partition(const Graph& joint, const JointView& view, st
   {
     std::vector<Value*> inputs = backward_inputs();
     std::vector<const Node*> nodes = select_nodes(joint, inputs, view.bwd_outputs, Subgraph::Backward);
-    std::unordered_set<const Value*> read(view.bwd_outputs.begin(), view.bwd_outputs.end());
-    for (const Node* n : nodes) n->for_each_input([&](Value* v) { read.insert(v); });
-    std::erase_if(saved, [&](Value* v) { return !read.count(v); });
+    std::vector<char> read(joint.value_id_limit(), 0);
+    for (const Value* v : view.bwd_outputs) read[v->id()] = 1;
+    for (const Node* n : nodes) n->for_each_input([&](Value* v) { read[v->id()] = 1; });
+    std::erase_if(saved, [&](Value* v) { return !read[v->id()]; });
   }
 
   PartitionResult result;
@@ -189,30 +194,27 @@ PartitionResult assemble_partition(const Graph& joint, const JointView& view, st
   for (int p : view.primals) primals.push_back(view.nodes[static_cast<std::size_t>(p)].value);
   std::vector<Value*> fwd_outputs = view.fwd_outputs;
   fwd_outputs.insert(fwd_outputs.end(), saved.begin(), saved.end());
+  std::vector<char> in_forward(joint.node_id_limit(), 0);  // by the joint's Node::id
   {
     std::vector<const Node*> nodes = select_nodes(joint, primals, fwd_outputs, Subgraph::Forward);
+    for (const Node* n : nodes) in_forward[n->id()] = 1;
     result.forward = build_graph(joint, primals, nodes, fwd_outputs, "forward");
   }
+  std::vector<const Node*> backward_nodes, backward_copies;
   {
     std::vector<Value*> inputs = backward_inputs();
-    std::vector<const Node*> nodes = select_nodes(joint, inputs, view.bwd_outputs, Subgraph::Backward);
-    if (autograd_order) nodes = autograd_engine_order(nodes, inputs, tangents, view.bwd_outputs);
-    result.backward = build_graph(joint, inputs, nodes, view.bwd_outputs, "backward");
+    backward_nodes = select_nodes(joint, inputs, view.bwd_outputs, Subgraph::Backward);
+    if (autograd_order) backward_nodes = autograd_engine_order(backward_nodes, inputs, tangents, view.bwd_outputs);
+    result.backward = build_graph(joint, inputs, backward_nodes, view.bwd_outputs, "backward", &backward_copies);
   }
   for (Value* v : saved) {
     result.saved_values.push_back(v->name());
     if (v->is_tensor() && v->meta()) result.saved_bytes += v->meta()->nbytes();
   }
-  std::unordered_set<std::string> forward_defined;
-  for (const Node* n : result.forward.nodes())
-    if (n->is_call())
-      for (Value* v : n->outputs()) forward_defined.insert(v->name());
-  for (const Node* n : result.backward.nodes()) {
-    if (!n->is_call()) continue;
-    bool again = false;
-    for (Value* v : n->outputs()) again = again || forward_defined.count(v->name());
-    if (again) result.recomputed.push_back(n->label());
-  }
+  // A joint call copied into both graphs is computed again in the backward (constants are not).
+  for (std::size_t i = 0; i < backward_nodes.size(); ++i)
+    if (backward_nodes[i]->is_call() && in_forward[backward_nodes[i]->id()])
+      result.recomputed.push_back(backward_copies[i]->label());
   return result;
 }
 

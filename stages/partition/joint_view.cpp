@@ -20,6 +20,12 @@ std::int64_t value_size(const Value& value) {
   }
 }
 
+std::string display_name(const PNode& node) {
+  std::string name(node.name);
+  if (node.kind == PKind::Tuple) name += "#tuple";
+  return name;
+}
+
 namespace {
 
 bool is_tuple_op(const Node& node) {
@@ -91,7 +97,7 @@ JointView build_joint_view(const Graph& graph, std::size_t num_primals, std::siz
       view.nodes.push_back(std::move(p));
       continue;
     }
-    p.packet = packet_name(*n);
+    p.packet = n->schema().operator_name().name;  // "aten::mul" for every overload, viewed in the schema
     p.mutable_op = n->has_side_effects();
     const auto& formals = n->schema().arguments();
     for (std::size_t a = 0; a < n->args().size(); ++a) {
@@ -116,7 +122,7 @@ JointView build_joint_view(const Graph& graph, std::size_t num_primals, std::siz
       continue;
     }
     p.kind = PKind::Tuple;
-    p.name = (n->num_outputs() ? n->output(0)->name() : std::string("node")) + "#tuple";
+    p.name = n->num_outputs() ? std::string_view(n->output(0)->name()) : std::string_view("node");
     for (Value* out : n->outputs()) p.size += value_size(*out);
     view.nodes.push_back(std::move(p));
     for (Value* out : n->outputs()) {
@@ -127,7 +133,7 @@ JointView build_joint_view(const Graph& graph, std::size_t num_primals, std::siz
       g.node = n;
       g.value = out;
       g.name = out->name();
-      g.packet = std::string(kGetItem);
+      g.packet = kGetItem;
       g.inputs = {self};
       g.positional_tensor_args = {self};
       g.tagged_forward = fwd_tag;

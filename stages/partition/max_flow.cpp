@@ -4,12 +4,12 @@
 // max-flow templates are inlined here.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <boost/graph/adjacency_list.hpp>
+#include <boost/graph/compressed_sparse_row_graph.hpp>
+#include <boost/property_map/property_map.hpp>
 #include <boost/graph/boykov_kolmogorov_max_flow.hpp>
 #include <boost/graph/edmonds_karp_max_flow.hpp>
 #include <boost/graph/push_relabel_max_flow.hpp>
 
-#include <iterator>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -45,16 +45,12 @@ void FlowNetwork::add_edge(int from, int to, std::int64_t capacity) {
 
 namespace {
 
-using Traits = boost::adjacency_list_traits<boost::vecS, boost::vecS, boost::directedS>;
-using BoostGraph = boost::adjacency_list<
-    boost::vecS, boost::vecS, boost::directedS,
-    boost::property<boost::vertex_color_t, boost::default_color_type,
-                    boost::property<boost::vertex_distance_t, long,
-                                    boost::property<boost::vertex_predecessor_t, Traits::edge_descriptor>>>,
-    boost::property<boost::edge_capacity_t, std::int64_t,
-                    boost::property<boost::edge_residual_capacity_t, std::int64_t,
-                                    boost::property<boost::edge_reverse_t, Traits::edge_descriptor>>>>;
-using EdgeDesc = Traits::edge_descriptor;
+// The residual network as one compressed sparse row graph: every arc and its property slots
+// live in a few flat arrays (an adjacency_list allocates each edge's properties separately,
+// which was most of a small partition's max-flow time).
+using CsrGraph = boost::compressed_sparse_row_graph<boost::directedS, boost::no_property, boost::no_property,
+                                                    boost::no_property, std::size_t, std::size_t>;
+using EdgeDesc = boost::graph_traits<CsrGraph>::edge_descriptor;
 
 }  // namespace
 
@@ -81,67 +77,83 @@ MinCut minimum_cut(const FlowNetwork& network, MaxFlowAlgorithm algorithm) {
                               static_cast<long double>(std::numeric_limits<std::int64_t>::max() / 2))
     throw std::overflow_error("min cut: capacities too large for 64-bit flow arithmetic");
 
-  BoostGraph g(n);
-  // Add every edge and its reverse first; descriptors are read back afterwards because adding
-  // edges may move a vertex's out-edge storage. Each vertex's out-edge list is sized first, so
-  // that it is allocated once rather than grown edge by edge.
-  std::vector<std::size_t> degree(n, 0);
+  // Arcs: every edge and its reverse, grouped by source (a counting sort), so that arc k is
+  // the CSR graph's edge k.
+  std::vector<std::size_t> first_out(n + 1, 0);
   for (const auto& e : edges) {
-    ++degree[static_cast<std::size_t>(e.from)];
-    ++degree[static_cast<std::size_t>(e.to)];
+    ++first_out[static_cast<std::size_t>(e.from) + 1];
+    ++first_out[static_cast<std::size_t>(e.to) + 1];
   }
-  for (std::size_t v = 0; v < n; ++v) g.out_edge_list(v).reserve(degree[v]);
-  std::vector<std::size_t> out_count(n, 0);
-  std::vector<std::pair<std::size_t, std::size_t>> slot(edges.size());  // (forward, reverse) out-edge positions
-  for (std::size_t i = 0; i < edges.size(); ++i) {
-    const auto u = static_cast<std::size_t>(edges[i].from), v = static_cast<std::size_t>(edges[i].to);
-    boost::add_edge(u, v, g);
-    slot[i].first = out_count[u]++;
-    boost::add_edge(v, u, g);
-    slot[i].second = out_count[v]++;
+  for (std::size_t v = 0; v < n; ++v) first_out[v + 1] += first_out[v];
+  const std::size_t num_arcs = first_out[n];
+  std::vector<std::pair<std::size_t, std::size_t>> arcs(num_arcs);
+  std::vector<std::int64_t> capacity(num_arcs, 0), residual(num_arcs, 0);
+  std::vector<std::size_t> reverse_arc(num_arcs);
+  {
+    std::vector<std::size_t> fill(first_out.begin(), first_out.end() - 1);
+    for (const auto& e : edges) {
+      const auto u = static_cast<std::size_t>(e.from), v = static_cast<std::size_t>(e.to);
+      const std::size_t fwd = fill[u]++, rev = fill[v]++;
+      arcs[fwd] = {u, v};
+      arcs[rev] = {v, u};
+      capacity[fwd] = e.capacity == FlowNetwork::kInfinite ? infinite : e.capacity;
+      reverse_arc[fwd] = rev;
+      reverse_arc[rev] = fwd;
+    }
   }
-  // The k-th out-edge of v (out-edge iterators of a vecS list are random access).
-  auto out_edge = [&g](std::size_t v, std::size_t k) { return *std::next(boost::out_edges(v, g).first, k); };
-  auto capacity = boost::get(boost::edge_capacity, g);
-  auto residual = boost::get(boost::edge_residual_capacity, g);
-  auto reverse = boost::get(boost::edge_reverse, g);
-  for (std::size_t i = 0; i < edges.size(); ++i) {
-    const auto u = static_cast<std::size_t>(edges[i].from), v = static_cast<std::size_t>(edges[i].to);
-    EdgeDesc fwd = out_edge(u, slot[i].first);
-    EdgeDesc rev = out_edge(v, slot[i].second);
-    capacity[fwd] = edges[i].capacity == FlowNetwork::kInfinite ? infinite : edges[i].capacity;
-    capacity[rev] = 0;
-    reverse[fwd] = rev;
-    reverse[rev] = fwd;
-  }
+  const CsrGraph g(boost::edges_are_sorted, arcs.begin(), arcs.end(), n);
+  std::vector<EdgeDesc> arc_desc(num_arcs);
+  for (auto [e, end] = boost::edges(g); e != end; ++e) arc_desc[e->idx] = *e;
+  std::vector<EdgeDesc> reverse(num_arcs);
+  for (std::size_t k = 0; k < num_arcs; ++k) reverse[k] = arc_desc[reverse_arc[k]];
 
-  const auto s = boost::vertex(static_cast<std::size_t>(FlowNetwork::kSource), g);
-  const auto t = boost::vertex(static_cast<std::size_t>(FlowNetwork::kSink), g);
+  const auto edge_index = boost::get(boost::edge_index, g);
+  const auto vertex_index = boost::get(boost::vertex_index, g);
+  auto capacity_map = boost::make_iterator_property_map(capacity.begin(), edge_index);
+  auto residual_map = boost::make_iterator_property_map(residual.begin(), edge_index);
+  auto reverse_map = boost::make_iterator_property_map(reverse.begin(), edge_index);
+  std::vector<EdgeDesc> predecessor(n);
+  std::vector<boost::default_color_type> color(n);
+  std::vector<long> distance(n);
+  auto predecessor_map = boost::make_iterator_property_map(predecessor.begin(), vertex_index);
+  auto color_map = boost::make_iterator_property_map(color.begin(), vertex_index);
+  auto distance_map = boost::make_iterator_property_map(distance.begin(), vertex_index);
+
+  const auto s = static_cast<std::size_t>(FlowNetwork::kSource);
+  const auto t = static_cast<std::size_t>(FlowNetwork::kSink);
   std::int64_t flow = 0;
   switch (algorithm) {
-    case MaxFlowAlgorithm::BoykovKolmogorov: flow = boost::boykov_kolmogorov_max_flow(g, s, t); break;
-    case MaxFlowAlgorithm::PushRelabel: flow = boost::push_relabel_max_flow(g, s, t); break;
-    case MaxFlowAlgorithm::EdmondsKarp: flow = boost::edmonds_karp_max_flow(g, s, t); break;
+    case MaxFlowAlgorithm::BoykovKolmogorov:
+      flow = boost::boykov_kolmogorov_max_flow(g, capacity_map, residual_map, reverse_map, predecessor_map, color_map,
+                                               distance_map, vertex_index, s, t);
+      break;
+    case MaxFlowAlgorithm::PushRelabel:
+      flow = boost::push_relabel_max_flow(g, s, t, capacity_map, residual_map, reverse_map, vertex_index);
+      break;
+    case MaxFlowAlgorithm::EdmondsKarp:
+      flow = boost::edmonds_karp_max_flow(g, s, t, capacity_map, residual_map, reverse_map, color_map, predecessor_map);
+      break;
   }
   if (flow >= infinite) throw UnboundedFlowError();
 
-  // The sink side: vertices from which the sink is reachable through edges with residual
-  // capacity (a backward search from the sink).
-  // The residual in-edges of each vertex, as one array (CSR): sources of v are
-  // residual_from[first_in[v] .. first_in[v + 1]).
+  // The sink side: vertices from which the sink is reachable through arcs with residual
+  // capacity (a backward search from the sink). The residual in-arcs of each vertex, as one
+  // array (CSR): sources of v are residual_from[first_in[v] .. first_in[v + 1]).
   std::vector<std::size_t> first_in(n + 1, 0);
-  for (auto [e, end] = boost::edges(g); e != end; ++e)
-    if (residual[*e] > 0) ++first_in[boost::target(*e, g) + 1];
+  for (std::size_t k = 0; k < num_arcs; ++k)
+    if (residual[k] > 0) ++first_in[arcs[k].second + 1];
   for (std::size_t v = 0; v < n; ++v) first_in[v + 1] += first_in[v];
   std::vector<std::size_t> residual_from(first_in[n]);
-  std::vector<std::size_t> fill(first_in.begin(), first_in.end() - 1);
-  for (auto [e, end] = boost::edges(g); e != end; ++e)
-    if (residual[*e] > 0) residual_from[fill[boost::target(*e, g)]++] = boost::source(*e, g);
+  {
+    std::vector<std::size_t> fill(first_in.begin(), first_in.end() - 1);
+    for (std::size_t k = 0; k < num_arcs; ++k)
+      if (residual[k] > 0) residual_from[fill[arcs[k].second]++] = arcs[k].first;
+  }
   MinCut cut;
   cut.value = flow;
   cut.sink_side.assign(n, false);
-  std::vector<std::size_t> work{static_cast<std::size_t>(FlowNetwork::kSink)};
-  cut.sink_side[static_cast<std::size_t>(FlowNetwork::kSink)] = true;
+  std::vector<std::size_t> work{t};
+  cut.sink_side[t] = true;
   while (!work.empty()) {
     std::size_t v = work.back();
     work.pop_back();

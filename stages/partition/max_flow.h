@@ -1,9 +1,10 @@
 #pragma once
 // The flow network of the min-cut partitioner and its minimum s-t cut, solved with one of
 // Boost.Graph's max-flow algorithms (see docs/stages/partition.md for the measured choice).
+#include <boost/unordered/unordered_flat_map.hpp>
+
 #include <cstdint>
 #include <string_view>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -45,7 +46,8 @@ class FlowNetwork {
  private:
   int num_vertices_;
   std::vector<Edge> edges_;
-  std::unordered_map<std::uint64_t, std::size_t> index_;  // (from << 32 | to) -> edge index
+  // (from << 32 | to) -> edge index; open addressing, so an edge costs no allocation of its own.
+  boost::unordered_flat_map<std::uint64_t, std::size_t> index_;
 };
 
 struct MinCut {

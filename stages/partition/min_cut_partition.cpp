@@ -306,7 +306,7 @@ std::string vertex_name(const JointView& view, int v) {
   if (v == FlowNetwork::kSource) return "source";
   if (v == FlowNetwork::kSink) return "sink";
   const auto i = static_cast<std::size_t>((v - 2) / 2);
-  return view.nodes[i].name + ((v - 2) % 2 == 0 ? "_in" : "_out");
+  return detail::display_name(view.nodes[i]) + ((v - 2) % 2 == 0 ? "_in" : "_out");
 }
 
 // Why no finite cut exists: a source-sink path of infinite edges, by name.
@@ -396,7 +396,7 @@ MinCutProblem build_min_cut_problem(const JointGraph& joint, const MinCutOptions
   }
   for (int v = 0; v < p->network.num_vertices(); ++v) out.vertex_names.push_back(vertex_name(p->view, v));
   for (std::size_t i = 0; i < p->banned.size(); ++i)
-    if (p->banned[i]) out.banned.push_back(p->view.nodes[i].name);
+    if (p->banned[i]) out.banned.push_back(detail::display_name(p->view.nodes[i]));
   out.network = std::move(p->network);
   out.graph = p->changed ? std::move(*p->changed) : *p->graph;
   return out;

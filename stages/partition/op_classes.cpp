@@ -7,7 +7,7 @@
 namespace aotpipe::partitioners {
 namespace {
 
-void add_aten(std::unordered_set<std::string>& set, std::initializer_list<const char*> names) {
+void add_aten(PacketSet& set, std::initializer_list<const char*> names) {
   for (const char* n : names) set.insert(std::string("aten::") + n);
 }
 
@@ -68,16 +68,9 @@ OpTypes make_default_op_types() {
 
 }  // namespace
 
-std::string packet_name(const c10::OperatorName& name) { return name.name; }
-
-std::string packet_name(const Node& node) {
-  if (!node.is_call()) return {};
-  return packet_name(node.schema().operator_name());
-}
-
-const std::unordered_set<std::string>& pointwise_packets() {
-  static const std::unordered_set<std::string> packets = [] {
-    std::unordered_set<std::string> out;
+const PacketSet& pointwise_packets() {
+  static const PacketSet packets = [] {
+    PacketSet out;
     auto& dispatcher = c10::Dispatcher::singleton();
     for (const c10::OperatorName& name : dispatcher.getAllOpNames()) {
       if (name.name.rfind("aten::", 0) != 0) continue;

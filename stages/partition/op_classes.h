@@ -5,6 +5,7 @@
 #include <aotpipe/graph/graph.h>
 
 #include <string>
+#include <functional>
 #include <string_view>
 #include <unordered_set>
 
@@ -13,18 +14,26 @@ namespace aotpipe::partitioners {
 // The pseudo packet of one element of a multi-output op (FX's operator.getitem).
 inline constexpr std::string_view kGetItem = "getitem";
 
-struct OpTypes {
-  std::unordered_set<std::string> fusible;            // recomputable | random
-  std::unordered_set<std::string> compute_intensive;  // mm, bmm, addmm, convolution, attention...
-  std::unordered_set<std::string> random;             // native_dropout, rand_like, randn_like
-  std::unordered_set<std::string> view;               // view, t, expand, slice, select...
-  std::unordered_set<std::string> recomputable;       // the allowlist (incl. every pointwise op)
+// A set of packet names that answers string_view queries without building a std::string
+// (the partitioner asks five questions per node of every joint graph).
+struct PacketHash {
+  using is_transparent = void;
+  std::size_t operator()(std::string_view packet) const noexcept { return std::hash<std::string_view>{}(packet); }
+};
+using PacketSet = std::unordered_set<std::string, PacketHash, std::equal_to<>>;
 
-  bool is_fusible(std::string_view packet) const { return fusible.count(std::string(packet)) > 0; }
-  bool is_compute_intensive(std::string_view packet) const { return compute_intensive.count(std::string(packet)) > 0; }
-  bool is_random(std::string_view packet) const { return random.count(std::string(packet)) > 0; }
-  bool is_view(std::string_view packet) const { return view.count(std::string(packet)) > 0; }
-  bool is_recomputable(std::string_view packet) const { return recomputable.count(std::string(packet)) > 0; }
+struct OpTypes {
+  PacketSet fusible;            // recomputable | random
+  PacketSet compute_intensive;  // mm, bmm, addmm, convolution, attention...
+  PacketSet random;             // native_dropout, rand_like, randn_like
+  PacketSet view;               // view, t, expand, slice, select...
+  PacketSet recomputable;       // the allowlist (incl. every pointwise op)
+
+  bool is_fusible(std::string_view packet) const { return fusible.contains(packet); }
+  bool is_compute_intensive(std::string_view packet) const { return compute_intensive.contains(packet); }
+  bool is_random(std::string_view packet) const { return random.contains(packet); }
+  bool is_view(std::string_view packet) const { return view.contains(packet); }
+  bool is_recomputable(std::string_view packet) const { return recomputable.contains(packet); }
 };
 
 // PyTorch 2.11's get_default_op_list(), aten ops only (the prims and Python operator entries
@@ -33,10 +42,6 @@ const OpTypes& default_op_types();
 
 // Every aten packet with an overload tagged `pointwise` (PyTorch's pointwise_ops()), read
 // from the dispatcher's registrations.
-const std::unordered_set<std::string>& pointwise_packets();
-
-// "aten::mul" for aten::mul.Tensor / aten::mul.Scalar.
-std::string packet_name(const Node& node);
-std::string packet_name(const c10::OperatorName& name);
+const PacketSet& pointwise_packets();
 
 }  // namespace aotpipe::partitioners

@@ -32,8 +32,10 @@ std::vector<const Node*> autograd_engine_order(std::span<const Node* const> node
 
 // A new graph named `name`: placeholders for `inputs` (names and TensorMeta kept), copies of
 // `nodes` in the given order (attributes kept, constants carried over), outputs `outputs`.
+// `copies`, when given, receives the new node of each of `nodes` (null for a constant that an
+// input already stands for).
 Graph build_graph(const Graph& graph, std::span<Value* const> inputs, std::span<const Node* const> nodes,
-                  std::span<Value* const> outputs, std::string name);
+                  std::span<Value* const> outputs, std::string name, std::vector<const Node*>* copies = nullptr);
 
 // The forward and backward graphs for a choice of saved values (PyTorch's
 // _extract_fwd_bwd_modules): saved values the backward does not read are dropped, tensors come

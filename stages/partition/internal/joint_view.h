@@ -7,9 +7,12 @@
 // `output` node, so that "users" mean what they mean in Python (the output counts as a user).
 #include <aotpipe/graph/graph.h>
 
+#include <c10/util/SmallVector.h>
+
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -19,13 +22,14 @@ enum class PKind : std::uint8_t { Placeholder, Constant, Call, Tuple, GetItem, O
 
 struct PNode {
   PKind kind = PKind::Call;
-  std::string name;                         // the value's name (tuple nodes: the first result's name + "#tuple")
-  const Node* node = nullptr;               // defining node of the joint graph (null for placeholders/output)
-  Value* value = nullptr;                   // the value this node stands for (null for tuple and output)
-  std::string packet;                       // "aten::mul", "getitem"; empty for placeholders and constants
-  std::vector<int> inputs;                  // distinct nodes read, in argument order (FX all_input_nodes)
-  std::vector<int> positional_tensor_args;  // FX node.args entries that are nodes, repeats kept
-  std::vector<int> users;                   // distinct readers in graph order (the output node included)
+  // Views of strings the joint graph (or the dispatcher) owns: a view is built for every joint.
+  std::string_view name;                            // the value's name (tuple nodes: the first result's)
+  const Node* node = nullptr;                       // defining node of the joint graph (null for placeholders/output)
+  Value* value = nullptr;                           // the value this node stands for (null for tuple and output)
+  std::string_view packet;                          // "aten::mul", "getitem"; empty for placeholders and constants
+  c10::SmallVector<int, 4> inputs;                  // distinct nodes read, in argument order (FX all_input_nodes)
+  c10::SmallVector<int, 4> positional_tensor_args;  // FX node.args entries that are nodes, repeats kept
+  c10::SmallVector<int, 4> users;                   // distinct readers in graph order (the output node included)
   bool is_primal = false;
   bool is_tangent = false;
   bool tagged_forward = false;   // attrs()["phase"] == "forward" (PyTorch's partitioner_tag is_forward)
@@ -35,6 +39,9 @@ struct PNode {
   bool is_sym = false;           // a number value (FX's sym nodes: int, float, bool, Scalar)
   std::int64_t size = 0;         // PyTorch's _size_of: bytes of the tensor(s), 1 or 4 for numbers
 };
+
+// The node's name as PyTorch's partitioner would print it (a tuple node: "<first result>#tuple").
+std::string display_name(const PNode& node);
 
 struct JointView {
   std::vector<PNode> nodes;   // graph order: placeholders, then nodes; the output node last

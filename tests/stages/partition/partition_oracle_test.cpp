@@ -107,7 +107,7 @@ std::string abbreviated(const std::vector<std::string>& names) {
   return fmt::format("{} ... ({} values)", fmt::join(head, " "), names.size());
 }
 
-std::set<std::string> aten_only(const std::unordered_set<std::string>& s) {
+std::set<std::string> aten_only(const partitioners::PacketSet& s) {
   std::set<std::string> out;
   for (const auto& x : s)
     if (x.rfind("aten::", 0) == 0) out.insert(x);
