@@ -3,7 +3,8 @@
 // per model, the tracing cost against the meta-dispatch floor and the whole compile against one
 // meta pass of the program. Prints tables (docs/benchmarks.md):
 //
-//   build/bench/runtime/fake_compile_bench [--repeats N] [--batch-ms MS] [--floor-only]
+//   build/bench/runtime/fake_compile_bench [--repeats N] [--batch-ms MS] [--floor-only] [--concurrent-fw-bw]
+// (--concurrent-fw-bw: every compile sets AotConfig::compile_fw_bw_concurrently.)
 #include <aotpipe/graph/example_tensor.h>
 #include <aotpipe/tracer/tracer.h>
 #include <aotpipe/runtime/aot_function.h>
@@ -31,7 +32,8 @@ namespace {
 using namespace aotpipe;
 
 int repeats = 5;
-double batch_ms = 5;  // the floor table's batches of back-to-back calls last at least this long
+double batch_ms = 5;       // the floor table's batches of back-to-back calls last at least this long
+AotConfig compile_config;  // what every compile of this run uses
 
 // VmHWM (peak resident set) of this process, in MiB.
 double peak_rss_mib() {
@@ -81,11 +83,14 @@ TensorList meta_inputs(const zoo::ZooModel& model, bool with_grad) {
 int run_one(const std::string& name, int64_t batch) {
   const zoo::ZooModel model = model_named(name, batch);
   const TensorList args = examples_of(model);
-  compile(model.name, model.fn, args);  // warm-up: first-call costs (op lookup, kernels' statics)
+  compile(model.name, model.fn, args, compile_config);  // warm-up: first-call costs (op lookup, kernels' statics)
   const double before = peak_rss_mib();
   std::size_t fallbacks = 0;
   const double ms = median_ms(
-      [&] { fallbacks = total_cpu_fallback_calls(compile(model.name, model.fn, args).state()->cpu_fallbacks); },
+      [&] {
+        fallbacks =
+            total_cpu_fallback_calls(compile(model.name, model.fn, args, compile_config).state()->cpu_fallbacks);
+      },
       repeats);
   fmt::print("{:.3f} {:.1f} {:.1f} {}\n", ms, before, peak_rss_mib(), fallbacks);
   return 0;
@@ -97,7 +102,8 @@ struct OneResult {
 };
 
 OneResult spawn_one(const std::string& self, const std::string& name, int64_t batch) {
-  const std::string command = fmt::format("'{}' --one {} {} --repeats {}", self, name, batch, repeats);
+  const std::string command = fmt::format("'{}' --one {} {} --repeats {}{}", self, name, batch, repeats,
+                                          compile_config.compile_fw_bw_concurrently ? " --concurrent-fw-bw" : "");
   std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(command.c_str(), "r"), pclose);
   OneResult r;
   if (!pipe || std::fscanf(pipe.get(), "%lf %lf %lf %zu", &r.ms, &r.before, &r.peak, &r.fallbacks) != 4)
@@ -110,8 +116,8 @@ OneResult spawn_one(const std::string& self, const std::string& name, int64_t ba
 std::array<double, 2> side_by_side_ms(const std::string& name) {
   const zoo::ZooModel small = model_named(name, 1), large = model_named(name, 256);
   const TensorList small_args = examples_of(small), large_args = examples_of(large);
-  auto compile_small = [&] { (void)compile(small.name, small.fn, small_args); };
-  auto compile_large = [&] { (void)compile(large.name, large.fn, large_args); };
+  auto compile_small = [&] { (void)compile(small.name, small.fn, small_args, compile_config); };
+  auto compile_large = [&] { (void)compile(large.name, large.fn, large_args, compile_config); };
   return bench::interleaved_median_ms(repeats, /*batch_ms=*/0, compile_small, compile_large);
 }
 
@@ -166,7 +172,7 @@ void floor_table() {
       if (!params.empty() && !diff_outs.empty())
         (void)torch::autograd::grad(diff_outs, params, grads_out, false, false, true);
     };
-    auto compile_all = [&] { (void)compile(model.name, model.fn, examples); };
+    auto compile_all = [&] { (void)compile(model.name, model.fn, examples, compile_config); };
     const std::size_t ops = trace_program(model.fn, no_grad_examples).graph.nodes().size();
     const auto [floor_fw_ms, trace_ms, floor_joint_ms, compile_ms] =
         bench::interleaved_median_ms(repeats, batch_ms, floor_fw, trace, floor_joint, compile_all);
@@ -185,6 +191,7 @@ int main(int argc, char** argv) {
       repeats = std::stoi(args[i + 1]);
     else if (args[i] == "--batch-ms")
       batch_ms = std::stod(args[i + 1]);
+  compile_config.compile_fw_bw_concurrently = std::find(args.begin(), args.end(), "--concurrent-fw-bw") != args.end();
   at::set_num_threads(1);
   if (args.size() >= 3 && args[0] == "--one") return run_one(args[1], std::stoll(args[2]));
   // For a profiler: `--loop trace|compile MODEL N` runs one of the two columns' work N times.
@@ -195,7 +202,7 @@ int main(int argc, char** argv) {
       if (args[1] == "trace")
         (void)trace_program(model.fn, no_grad_examples);
       else
-        (void)compile(model.name, model.fn, examples);
+        (void)compile(model.name, model.fn, examples, compile_config);
     }
     return 0;
   }

@@ -7,6 +7,7 @@
 #include <aotpipe/stages/partition/min_cut_partition.h>
 
 #include <stdexcept>
+#include <tuple>
 
 namespace aotpipe {
 
@@ -67,8 +68,15 @@ Task<CompiledGraphs> compile_graphs(const TracedProgram& program, const Partitio
     co_return CompiledGraphs{std::move(inference.graph), {}, std::move(inference.notes)};
   }
   if (!partition) throw std::logic_error("aotpipe compile: no partitioned graphs (run the partition stage first)");
-  auto [forward, backward] = co_await when_all(compile_on_pool(scheduler, resolved.fw_compiler, partition->forward),
-                                               compile_on_pool(scheduler, resolved.bw_compiler, partition->backward));
+  NotedGraph forward, backward;
+  if (resolved.compile_fw_bw_concurrently) {
+    std::tie(forward, backward) =
+        co_await when_all(compile_on_pool(scheduler, resolved.fw_compiler, partition->forward),
+                          compile_on_pool(scheduler, resolved.bw_compiler, partition->backward));
+  } else {
+    forward = compile_noted(resolved.fw_compiler, partition->forward);
+    backward = compile_noted(resolved.bw_compiler, partition->backward);
+  }
   std::vector<std::string> notes = std::move(forward.notes);
   notes.insert(notes.end(), std::make_move_iterator(backward.notes.begin()),
                std::make_move_iterator(backward.notes.end()));

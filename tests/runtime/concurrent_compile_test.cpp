@@ -2,10 +2,12 @@
 // function at the same moment (aot_function, a shared CompiledFunction, compile_batch), and
 // every result is compared with eager (outputs, aliasing, inputs after the call, gradients).
 // Under ThreadSanitizer (build-tsan-torch, scripts/test-tsan-torch) it also checks that the
-// compile path (pipeline on the oneTBB pool, forward/backward compiled with when_all, the
-// tracer, the signature cache) has no data race.
+// compile path (pipeline on the oneTBB pool, forward/backward compiled inline or with when_all,
+// the tracer, the signature cache) has no data race.
 #include <aotpipe/runtime/aot_function.h>
 #include <aotpipe/runtime/compile_batch.h>
+#include <aotpipe/pipeline/scheduler.h>
+#include <aotpipe/stages/compile/backends.h>
 #include <aotpipe/stages/partition/default_partition.h>
 #include <aotpipe/stages/partition/min_cut_partition.h>
 
@@ -18,6 +20,8 @@
 #include <exception>
 #include <functional>
 #include <latch>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -132,11 +136,46 @@ TEST(ConcurrentCompile, EachThreadCompilesAndRunsADifferentFunction) {
     AotConfig config;
     config.partition_fn =
         t % 2 ? partitioners::default_partition() : partitioners::min_cut_rematerialization_partition();
+    config.compile_fw_bw_concurrently = t % 4 < 2;  // both ways of compiling the two graphs, side by side
     CompiledFunction compiled = aot_function(c.fn, config);
     testing::expect_matches_eager(c.fn, compiled, seeded(c.make_inputs, 100 + t), c.name);
     testing::expect_matches_eager(c.fn, compiled, seeded(c.make_inputs, 200 + t), c.name + " (second call)");
     EXPECT_EQ(compiled.num_compiled(), 1u) << c.name;
   });
+}
+
+// Where the forward and backward compilers run: on the compiling thread, one after the other, by
+// default; on the pool when AotConfig::compile_fw_bw_concurrently is set. Either way the result
+// is eager's.
+TEST(ConcurrentCompile, ForwardAndBackwardCompileInlineUnlessAskedToRunConcurrently) {
+  struct Where {
+    std::mutex mutex;
+    std::vector<std::pair<std::thread::id, bool>> calls;  // (thread, on a pool thread)
+  };
+  const Function fn = [](const TensorList& a) { return TensorList{(a[0].sin() * a[1]).sum(0)}; };
+  const MakeInputs make_inputs = [](at::Generator& g) {
+    return TensorList{randn({4, 3}, g, true), randn({3}, g, true)};
+  };
+  for (const bool concurrently : {false, true}) {
+    auto where = std::make_shared<Where>();
+    AotConfig config;
+    config.compile_fw_bw_concurrently = concurrently;
+    config.fw_compiler = [where](const Graph& graph, const std::vector<TensorMeta>& metas) {
+      {
+        std::lock_guard lock(where->mutex);
+        where->calls.emplace_back(std::this_thread::get_id(), Scheduler::on_any_pool_thread());
+      }
+      return backends::interpreter()(graph, metas);
+    };
+    CompiledFunction compiled = aot_function(fn, config);
+    const std::string mode = concurrently ? "concurrently" : "inline";
+    testing::expect_matches_eager(fn, compiled, seeded(make_inputs, 600), mode);
+    ASSERT_EQ(where->calls.size(), 2u) << mode << ": the forward and the backward compiler";
+    for (const auto& [thread, on_pool] : where->calls) {
+      EXPECT_EQ(on_pool, concurrently) << mode;
+      if (!concurrently) EXPECT_EQ(thread, std::this_thread::get_id()) << mode;
+    }
+  }
 }
 
 TEST(ConcurrentCompile, ThreadsShareOneCompiledFunctionAcrossSignatures) {
