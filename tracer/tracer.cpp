@@ -600,6 +600,7 @@ void trace_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*ks*/, t
   // Record the node.
   const c10::Device device = devices.result();
   std::vector<OutputSpec> specs;
+  specs.reserve(stack->size() - ret_first);  // a list result makes more, rarely
   auto spec_for = [&](const at::Tensor& t) {
     OutputSpec spec;
     if (t.defined()) spec.meta = meta_of(t, device);
@@ -840,7 +841,7 @@ struct Tracer {
     install_fake_device_guard(x.device().type());
     TensorMeta meta = meta_of(x, x.device());
     meta.requires_grad = x.requires_grad();
-    Value* v = st->graph.add_input(name, meta);
+    Value* v = st->graph.add_input(name, std::move(meta));
     // The same tensor twice: one tracing tensor, as AOTAutograd's to_fun memo does.
     auto [seen, fresh] = seen_inputs.emplace(x.unsafeGetTensorImpl(), traced_inputs.size());
     if (!fresh) {
