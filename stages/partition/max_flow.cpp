@@ -103,7 +103,12 @@ MinCut minimum_cut(const FlowNetwork& network, MaxFlowAlgorithm algorithm) {
   }
   const CsrGraph g(boost::edges_are_sorted, arcs.begin(), arcs.end(), n);
   std::vector<EdgeDesc> arc_desc(num_arcs);
-  for (auto [e, end] = boost::edges(g); e != end; ++e) arc_desc[e->idx] = *e;
+  for (auto [e, end] = boost::edges(g); e != end; ++e) {
+    // Sorted input keeps its order: CSR edge k is arc k (what the property arrays assume).
+    if (e->idx >= num_arcs || boost::source(*e, g) != arcs[e->idx].first || boost::target(*e, g) != arcs[e->idx].second)
+      throw std::logic_error("min cut: the CSR graph reordered the arcs");
+    arc_desc[e->idx] = *e;
+  }
   std::vector<EdgeDesc> reverse(num_arcs);
   for (std::size_t k = 0; k < num_arcs; ++k) reverse[k] = arc_desc[reverse_arc[k]];
 
