@@ -44,10 +44,10 @@ struct AotConfig {
   // CompileState::cpu_fallbacks). false: such an op fails the compile, naming it.
   bool allow_cpu_fallback = true;
   // false: the forward and backward compilers run one after the other on the compiling thread,
-  // as PyTorch's do (no thread switch: the built-in interpreter compiles in microseconds, and
-  // two hops to the pool and back cost a sixth of a small compile). true: as two tasks on the
-  // job's scheduler, for a backend that takes long when the pool has idle threads. Not part of
-  // the cache key (the result is the same).
+  // as PyTorch's do (no thread switch: the built-in interpreter compiles in microseconds, and the
+  // two hops to the pool and back were up to 40% of a small compile, docs/benchmarks.md). true:
+  // as two tasks on the job's scheduler, for a backend that takes long when the pool has idle
+  // threads. Not part of the cache key (the result is the same).
   bool compile_fw_bw_concurrently = false;
   // Where compiles are looked up and stored (runtime/compile_cache.h); null: no cache. Not part
   // of the cache key.

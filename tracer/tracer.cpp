@@ -140,7 +140,9 @@ TracingTensorImpl* as_traced(const at::Tensor& t) {
   if (!t.defined()) return nullptr;
   auto* impl = t.unsafeGetTensorImpl();
   if (!impl->key_set().has(kTraceKey)) return nullptr;
-  return dynamic_cast<TracingTensorImpl*>(impl);
+  // The class is final, so an exact type match is what dynamic_cast would find, for a pointer
+  // compare instead of a walk of the class hierarchy (this runs for every tensor of every call).
+  return typeid(*impl) == typeid(TracingTensorImpl) ? static_cast<TracingTensorImpl*>(impl) : nullptr;
 }
 
 at::Tensor wrap(at::Tensor inner, const std::shared_ptr<TraceState>& state, Value* value, c10::Device device) {
@@ -169,36 +171,62 @@ TracingTensorImpl* traced_of(const at::Tensor& t) {
 }
 
 bool is_tensor_list_type(const c10::Argument& arg) {
-  auto list = arg.type()->cast<c10::ListType>();
+  const auto* list = arg.type()->castRaw<c10::ListType>();
   if (!list) return false;
-  auto element = list->getElementType();
-  if (auto opt = element->cast<c10::OptionalType>()) element = opt->getElementType();
+  const c10::Type* element = list->getElementType().get();
+  if (const auto* opt = element->castRaw<c10::OptionalType>()) element = opt->getElementType().get();
   return element->kind() == c10::TypeKind::TensorType;
 }
 
 bool is_device_type(const c10::Argument& arg) {
-  auto type = arg.type();
-  if (auto opt = type->cast<c10::OptionalType>()) type = opt->getElementType();
+  const c10::Type* type = arg.type().get();
+  if (const auto* opt = type->castRaw<c10::OptionalType>()) type = opt->getElementType().get();
   return type->kind() == c10::TypeKind::DeviceObjType;
 }
 
-// What the fallback asks the dispatcher about an op, answered once per op and thread: these
-// lookups (a hashed name, tags, kernel tables) would otherwise cost every traced call.
+// How the fallback treats one schema argument (a Tensor? that is None is a constant).
+enum class ArgKind : std::uint8_t {
+  Tensor,      // Tensor or Tensor?: unwrapped when the stack holds a tensor
+  TensorList,  // Tensor[] or Tensor?[]: unwrapped element by element
+  Device,      // Device or Device?: decides the results' device
+  Other,       // recorded as a constant
+};
+
+struct ArgPlan {
+  ArgKind kind = ArgKind::Other;
+  bool written = false;  // the schema says the op writes it
+};
+
+// What the fallback asks the dispatcher and the schema about an op, answered once per op and
+// thread: these lookups (a hashed name, tags, kernel tables, argument types) would otherwise cost
+// every traced call.
 struct OpTraits {
   bool data_dependent = false;      // refused in fake mode
   bool composite_implicit = false;  // has a CompositeImplicitAutograd kernel
   bool meta = false;
   bool composite_explicit = false;  // CompositeExplicitAutograd(NonFunctional)
   bool cpu_kernel = false;
+  c10::SmallVector<ArgPlan, 8> args;  // one per schema argument
   bool meta_or_composite() const { return meta || composite_explicit; }
   bool cpu_or_composite_explicit() const { return cpu_kernel || composite_explicit; }  // the CPU fallback can run it
 };
+
+ArgKind arg_kind_of(const c10::Argument& arg) {
+  const c10::Type* type = arg.type().get();
+  if (const auto* opt = type->castRaw<c10::OptionalType>()) type = opt->getElementType().get();
+  if (type->kind() == c10::TypeKind::TensorType) return ArgKind::Tensor;
+  if (is_tensor_list_type(arg)) return ArgKind::TensorList;
+  if (is_device_type(arg)) return ArgKind::Device;
+  return ArgKind::Other;
+}
 
 const OpTraits& traits_of(const c10::OperatorHandle& op) {
   thread_local std::unordered_map<const c10::FunctionSchema*, OpTraits> cache;
   const c10::FunctionSchema* key = &op.schema();
   auto it = cache.find(key);
-  if (it != cache.end()) return it->second;
+  // A schema of another arity at a cached address (an op registered where a deregistered one
+  // lived; tests register ops in a scope) is looked up afresh: the argument plan indexes by it.
+  if (it != cache.end() && it->second.args.size() == key->arguments().size()) return it->second;
   OpTraits t;
   t.data_dependent = has_data_dependent_output(op);
   t.composite_implicit = op.hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd);
@@ -206,7 +234,9 @@ const OpTraits& traits_of(const c10::OperatorHandle& op) {
   t.composite_explicit = op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) ||
                          op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional);
   t.cpu_kernel = op.hasKernelForDispatchKey(c10::DispatchKey::CPU);
-  return cache.emplace(key, t).first->second;
+  for (const c10::Argument& arg : key->arguments())
+    t.args.push_back({arg_kind_of(arg), arg.alias_info() && arg.alias_info()->isWrite()});
+  return cache.insert_or_assign(key, std::move(t)).first->second;
 }
 
 // Replaces each tensor of a stack entry (a Tensor, a Tensor[], or, when `optional_list` says the
@@ -375,15 +405,18 @@ void trace_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*ks*/, t
       any_plain_meta = true;
     }
   };
-  for (std::size_t i = first; i < stack->size(); ++i) {
-    const auto& a = (*stack)[i];
+  const OpTraits& traits = traits_of(op);
+  for (std::size_t i = 0; i < nargs; ++i) {
+    const auto& a = (*stack)[first + i];
     if (a.isTensor()) {
       visit(a.toTensor());
-    } else if (a.isTensorList()) {
-      for (const at::Tensor& t : a.toTensorList()) visit(t);
-    } else if (a.isList()) {
-      for (const c10::IValue& e : a.toListRef())
-        if (e.isTensor()) visit(e.toTensor());
+    } else if (traits.args[i].kind == ArgKind::TensorList) {
+      if (a.isTensorList()) {
+        for (const at::Tensor& t : a.toTensorList()) visit(t);
+      } else if (a.isList()) {
+        for (const c10::IValue& e : a.toListRef())
+          if (e.isTensor()) visit(e.toTensor());
+      }
     }
   }
   std::shared_ptr<TraceState> owner = first_traced ? first_traced->state() : nullptr;
@@ -413,7 +446,6 @@ void trace_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*ks*/, t
       return;
     }
   }
-  const OpTraits& traits = traits_of(op);
   if (traits.composite_implicit) {
     op.callBoxedForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd, *stack);
     return;
@@ -476,12 +508,13 @@ void trace_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*ks*/, t
   for (std::size_t i = 0; i < nargs; ++i) {
     auto& a = (*stack)[first + i];
     const auto& arg = schema.arguments()[i];
-    const bool written = arg.alias_info() && arg.alias_info()->isWrite();
+    const ArgPlan& plan = traits.args[i];
+    const bool written = plan.written;
     if (a.isTensor()) {
       Value* v = nullptr;
       a = unwrap(a.toTensor(), written, &v, arg, std::nullopt);
       graph_args.push_back(v ? Argument(v) : Argument::none());
-    } else if (a.isTensorList()) {
+    } else if (plan.kind == ArgKind::TensorList && a.isTensorList()) {
       ValueList values;
       std::vector<at::Tensor> inner;
       for (const at::Tensor& t : a.toTensorList()) {
@@ -491,7 +524,7 @@ void trace_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*ks*/, t
       }
       a = std::move(inner);
       graph_args.emplace_back(std::move(values));
-    } else if (a.isList() && is_tensor_list_type(arg)) {
+    } else if (plan.kind == ArgKind::TensorList && a.isList()) {
       ValueList values;
       c10::List<std::optional<at::Tensor>> inner;
       for (const c10::IValue& e : a.toListRef()) {
@@ -508,7 +541,7 @@ void trace_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*ks*/, t
       graph_args.emplace_back(std::move(values));
     } else {
       graph_args.emplace_back(a);
-      if (is_device_type(arg)) {
+      if (plan.kind == ArgKind::Device) {
         if (a.isDevice()) {
           devices.set_explicit(a.toDevice());
           if (fake) install_fake_device_guard(a.toDevice().type());
@@ -563,7 +596,7 @@ void trace_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*ks*/, t
       return t;
     };
     for (std::size_t i = first; i < stack->size(); ++i)
-      map_tensors((*stack)[i], is_tensor_list_type(schema.arguments()[i - first]), to_real);
+      map_tensors((*stack)[i], traits.args[i - first].kind == ArgKind::TensorList, to_real);
     // Factories among them run on the CPU too; the results still report the inferred device.
     for (std::size_t pos : device_args)
       if ((*stack)[pos].isDevice()) (*stack)[pos] = c10::Device(c10::kCPU);
