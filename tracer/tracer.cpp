@@ -170,20 +170,6 @@ TracingTensorImpl* traced_of(const at::Tensor& t) {
   return as_traced(t);
 }
 
-bool is_tensor_list_type(const c10::Argument& arg) {
-  const auto* list = arg.type()->castRaw<c10::ListType>();
-  if (!list) return false;
-  const c10::Type* element = list->getElementType().get();
-  if (const auto* opt = element->castRaw<c10::OptionalType>()) element = opt->getElementType().get();
-  return element->kind() == c10::TypeKind::TensorType;
-}
-
-bool is_device_type(const c10::Argument& arg) {
-  const c10::Type* type = arg.type().get();
-  if (const auto* opt = type->castRaw<c10::OptionalType>()) type = opt->getElementType().get();
-  return type->kind() == c10::TypeKind::DeviceObjType;
-}
-
 // How the fallback treats one schema argument (a Tensor? that is None is a constant).
 enum class ArgKind : std::uint8_t {
   Tensor,      // Tensor or Tensor?: unwrapped when the stack holds a tensor
@@ -211,12 +197,19 @@ struct OpTraits {
   bool cpu_or_composite_explicit() const { return cpu_kernel || composite_explicit; }  // the CPU fallback can run it
 };
 
+// Optional types count as their element type (Tensor?, Tensor?[], Device?).
+const c10::Type* without_optional(const c10::Type* type) {
+  const auto* opt = type->castRaw<c10::OptionalType>();
+  return opt ? opt->getElementType().get() : type;
+}
+
 ArgKind arg_kind_of(const c10::Argument& arg) {
-  const c10::Type* type = arg.type().get();
-  if (const auto* opt = type->castRaw<c10::OptionalType>()) type = opt->getElementType().get();
+  const c10::Type* type = without_optional(arg.type().get());
   if (type->kind() == c10::TypeKind::TensorType) return ArgKind::Tensor;
-  if (is_tensor_list_type(arg)) return ArgKind::TensorList;
-  if (is_device_type(arg)) return ArgKind::Device;
+  if (type->kind() == c10::TypeKind::DeviceObjType) return ArgKind::Device;
+  if (const auto* list = type->castRaw<c10::ListType>();
+      list && without_optional(list->getElementType().get())->kind() == c10::TypeKind::TensorType)
+    return ArgKind::TensorList;
   return ArgKind::Other;
 }
 
