@@ -10,6 +10,7 @@
 #include <charconv>
 #include <ostream>
 #include <unordered_map>
+#include <utility>
 
 namespace aotpipe {
 
@@ -30,7 +31,7 @@ std::string_view to_string(ValueType type) {
 const c10::OperatorHandle& Node::op() const {
   if (!op_)
     throw GraphError(
-        fmt::format("node defining %{} is not an operator call", outputs_raw_.empty() ? "?" : output()->name()));
+        fmt::format("node defining %{} is not an operator call", outputs_.empty() ? "?" : output()->name()));
   return *op_;
 }
 
@@ -43,13 +44,17 @@ std::string Node::qualified_name() const {
 }
 
 std::string Node::label() const {
-  return fmt::format("{} = {}", outputs_raw_.empty() ? "<no result>" : "%" + output()->name(), qualified_name());
+  return fmt::format("{} = {}", outputs_.empty() ? "<no result>" : "%" + output()->name(), qualified_name());
 }
 
 std::vector<Value*> Node::inputs() const {
   std::vector<Value*> result;
   for (const Argument& arg : args_) arg.for_each_value([&](Value* v) { result.push_back(v); });
   return result;
+}
+
+Node::~Node() {
+  for (Value* v : outputs_) delete v;
 }
 
 bool Node::has_side_effects() const { return op_ && op_->schema().is_mutable(); }
@@ -98,7 +103,32 @@ struct Graph::NameIndex {
   };
   // Keys view Value::name_ of the value they map to (values are never moved).
   boost::unordered_flat_map<std::string_view, Value*, Hash, std::equal_to<>> values;
-  boost::unordered_flat_map<std::string, std::size_t, Hash, std::equal_to<>> counters;
+  // The next suffix per fresh-name hint. A graph uses few hints (one per kind of op), so they
+  // sit inline and are found by a linear scan; past kInlineHints they move to a hash table. A
+  // table per graph was a heap allocation of a kilobyte on every trace.
+  class HintCounters {
+   public:
+    std::size_t& operator[](std::string_view hint) {
+      if (!table_.empty()) return in_table(hint);
+      for (auto& [name, next] : inline_)
+        if (name == hint) return next;
+      if (inline_.size() < kInlineHints) return inline_.emplace_back(std::string(hint), 0).second;
+      for (auto& [name, next] : inline_) table_.emplace(std::move(name), next);
+      inline_.clear();
+      return in_table(hint);
+    }
+
+   private:
+    std::size_t& in_table(std::string_view hint) {
+      auto it = table_.find(hint);
+      if (it == table_.end()) it = table_.emplace(std::string(hint), 0).first;
+      return it->second;
+    }
+    static constexpr std::size_t kInlineHints = 32;
+    c10::SmallVector<std::pair<std::string, std::size_t>, 8> inline_;
+    boost::unordered_flat_map<std::string, std::size_t, Hash, std::equal_to<>> table_;
+  };
+  HintCounters counters;
 };
 
 Graph::NameIndex& Graph::names() {
@@ -107,7 +137,14 @@ Graph::NameIndex& Graph::names() {
 }
 
 Graph::Graph(std::string name) : name_(std::move(name)) {}
-Graph::Graph(const Graph& other) { copy_from(other); }
+Graph::Graph(const Graph& other) {
+  try {
+    copy_from(other);
+  } catch (...) {
+    delete_contents();  // no destructor runs for a graph whose construction failed
+    throw;
+  }
+}
 Graph& Graph::operator=(const Graph& other) {
   if (this != &other) {
     Graph copy(other);
@@ -117,25 +154,32 @@ Graph& Graph::operator=(const Graph& other) {
 }
 Graph::Graph(Graph&& other) noexcept { *this = std::move(other); }
 Graph& Graph::operator=(Graph&& other) noexcept {
+  if (this == &other) return *this;
+  delete_contents();
   name_ = std::move(other.name_);
-  inputs_ = std::move(other.inputs_);
-  inputs_raw_ = std::move(other.inputs_raw_);
-  nodes_ = std::move(other.nodes_);
-  nodes_raw_ = std::move(other.nodes_raw_);
+  inputs_ = std::exchange(other.inputs_, {});
+  nodes_ = std::exchange(other.nodes_, {});
   outputs_ = std::move(other.outputs_);
   tensor_constants_ = std::move(other.tensor_constants_);
   names_ = std::move(other.names_);
   next_value_id_ = other.next_value_id_;
   next_node_id_ = other.next_node_id_;
   // Values and nodes point back at their graph.
-  for (auto& v : inputs_) v->graph_ = this;
-  for (auto& n : nodes_) {
+  for (Value* v : inputs_) v->graph_ = this;
+  for (Node* n : nodes_) {
     n->graph_ = this;
-    for (auto& v : n->outputs_) v->graph_ = this;
+    for (Value* v : n->outputs_) v->graph_ = this;
   }
   return *this;
 }
-Graph::~Graph() = default;
+Graph::~Graph() { delete_contents(); }
+
+void Graph::delete_contents() {
+  for (Node* n : nodes_) delete n;
+  for (Value* v : inputs_) delete v;
+  nodes_.clear();
+  inputs_.clear();
+}
 
 void Graph::copy_from(const Graph& other) {
   name_ = other.name_;
@@ -159,8 +203,7 @@ void Graph::copy_from(const Graph& other) {
       Value* copy = new_value(out->name(), out->type(), out->meta() ? std::optional(*out->meta()) : std::nullopt);
       copy->producer_ = node.get();
       copy->output_index_ = node->outputs_.size();
-      node->outputs_raw_.push_back(copy);
-      node->outputs_.emplace_back(copy);
+      node->outputs_.push_back(copy);
       map[out->id()] = copy;
     }
     insert_node(std::move(node), nullptr);
@@ -195,21 +238,26 @@ Value* Graph::add_input(std::string name, TensorMeta meta) {
 
 Value* Graph::add_input(std::string name, ValueType type, std::optional<TensorMeta> meta) {
   Value* value = new_value(std::move(name), type, std::move(meta), "arg");
-  inputs_.emplace_back(value);
-  inputs_raw_.push_back(value);
+  try {
+    inputs_.push_back(value);
+  } catch (...) {
+    names().values.erase(std::string_view(value->name_));
+    delete value;
+    throw;
+  }
   return value;
 }
 
 void Graph::insert_node(std::unique_ptr<Node> node, Node* before) {
   std::size_t pos = before ? index_of(before) : nodes_.size();
-  nodes_raw_.insert(nodes_raw_.begin() + static_cast<std::ptrdiff_t>(pos), node.get());
-  nodes_.insert(nodes_.begin() + static_cast<std::ptrdiff_t>(pos), std::move(node));
+  nodes_.insert(nodes_.begin() + static_cast<std::ptrdiff_t>(pos), node.get());
+  (void)node.release();  // owned by nodes_ now
 }
 
 std::size_t Graph::index_of(const Node* node) const {
-  auto it = std::find(nodes_raw_.begin(), nodes_raw_.end(), node);
-  if (it == nodes_raw_.end()) throw GraphError(fmt::format("graph '{}': node is not in this graph", name_));
-  return static_cast<std::size_t>(it - nodes_raw_.begin());
+  auto it = std::find(nodes_.begin(), nodes_.end(), node);
+  if (it == nodes_.end()) throw GraphError(fmt::format("graph '{}': node is not in this graph", name_));
+  return static_cast<std::size_t>(it - nodes_.begin());
 }
 
 namespace {
@@ -276,18 +324,16 @@ Node* Graph::add_call(const c10::OperatorHandle& op, std::vector<Argument> args,
   if (before) (void)index_of(before);
   const std::string_view base = std::string_view(schema.name()).substr(schema.name().find("::") + 2);
   node->outputs_.reserve(types.size());
-  node->outputs_raw_.reserve(types.size());
   try {
     for (std::size_t i = 0; i < types.size(); ++i) {
       OutputSpec& spec = outputs[i];
       Value* v = new_value(std::move(spec.name), spec.type.value_or(types[i]), std::move(spec.meta), base);
       v->producer_ = node.get();
       v->output_index_ = i;
-      node->outputs_.emplace_back(v);
-      node->outputs_raw_.push_back(v);
+      node->outputs_.push_back(v);
     }
   } catch (...) {
-    for (const Value* v : node->outputs_raw_) names().values.erase(std::string_view(v->name_));
+    for (const Value* v : node->outputs_) names().values.erase(std::string_view(v->name_));
     throw;
   }
   Node* raw = node.get();
@@ -308,8 +354,7 @@ Value* Graph::add_constant_ref(std::string key, TensorMeta meta, std::string val
   Value* v = new_value(std::move(value_name), ValueType::Tensor, std::move(meta), key);
   node->constant_name_ = std::move(key);
   v->producer_ = node.get();
-  node->outputs_.emplace_back(v);
-  node->outputs_raw_.push_back(v);
+  node->outputs_.push_back(v);
   insert_node(std::move(node), before);
   return v;
 }
@@ -335,7 +380,7 @@ void Graph::erase_nodes(std::span<Node* const> doomed) {
   };
   auto defined_by_doomed = [&](const Value* v) { return v->producer() && is_doomed(v->producer()); };
   std::size_t members = 0;
-  for (const Node* n : nodes_raw_) {
+  for (const Node* n : nodes_) {
     if (is_doomed(n)) {
       ++members;
       continue;
@@ -349,16 +394,19 @@ void Graph::erase_nodes(std::span<Node* const> doomed) {
     if (defined_by_doomed(v)) throw still_used(v);
   for (const Node* node : doomed)
     for (const Value* out : node->outputs()) names().values.erase(std::string_view(out->name()));
-  std::erase_if(nodes_raw_, [&](const Node* n) { return is_doomed(n); });
-  std::erase_if(nodes_, [&](const std::unique_ptr<Node>& n) { return is_doomed(n.get()); });
+  std::erase_if(nodes_, [&](Node* n) {
+    if (!is_doomed(n)) return false;
+    delete n;
+    return true;
+  });
 }
 
 void Graph::move_node(Node* node, Node* before) {
   if (node == before) return;
   std::size_t pos = index_of(node);
-  std::unique_ptr<Node> owned = std::move(nodes_[pos]);
+  if (before) (void)index_of(before);  // refused before the node leaves its place
+  std::unique_ptr<Node> owned(nodes_[pos]);
   nodes_.erase(nodes_.begin() + static_cast<std::ptrdiff_t>(pos));
-  nodes_raw_.erase(nodes_raw_.begin() + static_cast<std::ptrdiff_t>(pos));
   insert_node(std::move(owned), before);
 }
 
@@ -370,14 +418,14 @@ void Graph::set_outputs(std::vector<Value*> outputs) {
 }
 
 void Graph::replace_all_uses(Value* from, Value* to) {
-  for (Node* n : nodes_raw_)
+  for (Node* n : nodes_)
     for (Argument& arg : n->args_) arg.replace_value(from, to);
   std::replace(outputs_.begin(), outputs_.end(), from, to);
 }
 
 std::map<const Value*, std::vector<Node*>> Graph::compute_uses() const {
   std::map<const Value*, std::vector<Node*>> uses;
-  for (Node* n : nodes_raw_) {
+  for (Node* n : nodes_) {
     std::vector<Value*> read = n->inputs();
     std::sort(read.begin(), read.end());
     read.erase(std::unique(read.begin(), read.end()), read.end());
@@ -397,18 +445,16 @@ Value* Graph::find_value(std::string_view name) const {
 template <class Take>
 void Graph::fresh_name_into(std::string& out, std::string_view hint, Take&& take) {
   if (hint.empty()) hint = "v";
-  auto& counters = names().counters;
-  auto counter = counters.find(hint);
-  if (counter == counters.end()) counter = counters.emplace(std::string(hint), 0).first;
+  std::size_t& next = names().counters[hint];
   do {
     out.assign(hint);
-    if (counter->second != 0) {
+    if (next != 0) {
       char digits[24];
-      const auto end = std::to_chars(digits, digits + sizeof digits, counter->second).ptr;
+      const auto end = std::to_chars(digits, digits + sizeof digits, next).ptr;
       out.push_back('_');
       out.append(digits, end);
     }
-    ++counter->second;
+    ++next;
   } while (!take(std::string_view(out)));
 }
 

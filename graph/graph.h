@@ -11,6 +11,7 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/ivalue.h>
+#include <c10/util/SmallVector.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -144,8 +145,11 @@ class Node {
 
   const std::vector<Argument>& args() const { return args_; }
   std::vector<Argument>& args() { return args_; }
-  std::span<Value* const> outputs() const { return {outputs_raw_.data(), outputs_raw_.size()}; }
-  Value* output(std::size_t i = 0) const { return outputs_raw_.at(i); }
+  std::span<Value* const> outputs() const { return {outputs_.data(), outputs_.size()}; }
+  Value* output(std::size_t i = 0) const {
+    if (i >= outputs_.size()) throw std::out_of_range("Node::output: index out of range");
+    return outputs_[i];
+  }
   std::size_t num_outputs() const { return outputs_.size(); }
   // Values read by this node, in argument order, repeats kept.
   std::vector<Value*> inputs() const;
@@ -161,6 +165,10 @@ class Node {
   Graph* graph() const { return graph_; }
   // True when the op may write to an argument (schema alias info says so): never dead code.
   bool has_side_effects() const;
+
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+  ~Node();  // deletes the values it defines
   // Dense within its graph, as Value::id: below Graph::node_id_limit().
   std::uint32_t id() const { return id_; }
 
@@ -173,8 +181,9 @@ class Node {
   std::optional<c10::OperatorHandle> op_;
   std::string constant_name_;
   std::vector<Argument> args_;
-  std::vector<std::unique_ptr<Value>> outputs_;
-  std::vector<Value*> outputs_raw_;
+  // Owned (deleted with the node); inline for up to three results (a
+  // batch norm makes three): every recorded call makes one.
+  c10::SmallVector<Value*, 3> outputs_;
   std::map<std::string, std::string> attrs_;
 };
 
@@ -210,8 +219,8 @@ class Graph {
   Value* add_input(std::string name, TensorMeta meta);
   Value* add_input(std::string name, ValueType type, std::optional<TensorMeta> meta = std::nullopt);
   std::size_t num_inputs() const { return inputs_.size(); }
-  std::span<Value* const> inputs() const { return {inputs_raw_.data(), inputs_raw_.size()}; }
-  Value* input(std::size_t i) const { return inputs_raw_.at(i); }
+  std::span<Value* const> inputs() const { return {inputs_.data(), inputs_.size()}; }
+  Value* input(std::size_t i) const { return inputs_.at(i); }
 
   // --- nodes ---
   // Appends (or inserts before `before`) a call. `args` may stop early: missing trailing
@@ -233,7 +242,7 @@ class Graph {
   // Bounds of Value::id and Node::id: a flat table of this size has a slot for each.
   std::size_t value_id_limit() const { return next_value_id_; }
   std::size_t node_id_limit() const { return next_node_id_; }
-  std::span<Node* const> nodes() const { return {nodes_raw_.data(), nodes_raw_.size()}; }
+  std::span<Node* const> nodes() const { return {nodes_.data(), nodes_.size()}; }
   // Removes a node; its outputs must be unused (checked).
   void erase_node(Node* node);
   // Removes several nodes at once (one pass, whatever their number): no remaining node and no
@@ -265,13 +274,13 @@ class Graph {
   // An empty name takes a fresh one from `fresh_hint` (as fresh_name does).
   Value* new_value(std::string name, ValueType type, std::optional<TensorMeta> meta, std::string_view fresh_hint = "v");
   void insert_node(std::unique_ptr<Node> node, Node* before);
+  void delete_contents();
   void copy_from(const Graph& other);
 
   std::string name_;
-  std::vector<std::unique_ptr<Value>> inputs_;
-  std::vector<Value*> inputs_raw_;
-  std::vector<std::unique_ptr<Node>> nodes_;
-  std::vector<Node*> nodes_raw_;
+  // Inputs and nodes are owned (delete_contents): one vector each, which nodes() and inputs() view.
+  std::vector<Value*> inputs_;
+  std::vector<Node*> nodes_;
   std::vector<Value*> outputs_;
   std::map<std::string, at::Tensor> tensor_constants_;
   // Value names -> values, and the next suffix per name hint (fresh_name). Every recorded op

@@ -840,9 +840,9 @@ struct Tracer {
   std::shared_ptr<TraceState> st;
   // Fake traces of CUDA programs make no CUDA call (tracer/internal/fake_device_guard.h).
   std::optional<FakeDeviceScope> fake_devices;
-  std::vector<at::Tensor> traced_inputs;                // what fn sees (functional wrappers when functionalizing)
-  std::vector<at::Tensor> initial_inputs;               // the tracing tensors of the inputs, as created
-  std::vector<const c10::StorageImpl*> input_storages;  // of traced_inputs, as created
+  std::vector<at::Tensor> traced_inputs;     // what fn sees (functional wrappers when functionalizing)
+  std::vector<at::Tensor> initial_inputs;    // the tracing tensors of the inputs, as created
+  std::vector<c10::Storage> input_storages;  // of traced_inputs, as created (kept alive: TraceInspection)
   // Open-addressing tables (no allocation per entry): every input of every trace visits both.
   boost::unordered_flat_map<const c10::StorageImpl*, c10::Storage> storages;   // example storage -> the trace's copy
   boost::unordered_flat_map<const c10::TensorImpl*, std::size_t> seen_inputs;  // example -> first position
@@ -912,7 +912,7 @@ struct Tracer {
       }
     }
     traced_inputs.push_back(w);
-    input_storages.push_back(w.storage().unsafeGetStorageImpl());
+    input_storages.push_back(w.storage());
     return w;
   }
 

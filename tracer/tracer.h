@@ -47,8 +47,10 @@ struct TraceInspection {
   const TensorList& initial_inputs;  // the tracing tensors made from them (fake: meta inside), unchanged
   const TensorList& inputs;          // what the callable received (functional wrappers when functionalizing)
   const TensorList& outputs;         // what the callable returned
-  // The storage of each input as the callable received it (before any set_()).
-  const std::vector<const c10::StorageImpl*>& input_storages;
+  // The storage of each input as the callable received it (before any set_()). Owning: after a
+  // set_() an input's first storage would otherwise be freed, and a later output's storage could
+  // take its address and pass for an alias of the input.
+  const std::vector<c10::Storage>& input_storages;
   // The ops run on the CPU fallback so far (the callable's own calls, not a backward's).
   const CpuFallbackCounts& cpu_fallbacks;
 };

@@ -84,11 +84,12 @@ struct OutputAnalysis {
   std::vector<at::Tensor> intermediate_bases;
 };
 
-OutputAnalysis analyze_outputs(const TensorList& f_args, const std::vector<const c10::StorageImpl*>& input_storages,
+OutputAnalysis analyze_outputs(const TensorList& f_args, const std::vector<c10::Storage>& input_storages,
                                const TensorList& outs) {
   // Each input's storage as it was passed in (a set_() inside the function does not move it).
   std::unordered_map<const c10::StorageImpl*, std::size_t> inp_storage_refs;
-  for (std::size_t i = 0; i < input_storages.size(); ++i) inp_storage_refs[input_storages[i]] = i;  // last wins
+  for (std::size_t i = 0; i < input_storages.size(); ++i)
+    inp_storage_refs[input_storages[i].unsafeGetStorageImpl()] = i;  // last wins
   auto is_input_tensor = [&](const at::Tensor& o) {
     for (const auto& a : f_args)
       if (a.unsafeGetTensorImpl() == o.unsafeGetTensorImpl()) return true;
