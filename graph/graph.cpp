@@ -132,7 +132,12 @@ struct Graph::NameIndex {
 };
 
 Graph::NameIndex& Graph::names() {
-  if (!names_) names_ = std::make_unique<NameIndex>();
+  if (!names_) {
+    names_ = std::make_unique<NameIndex>();
+    // A traced graph names every value it records: start past the first few doublings, each of
+    // which rehashes every name.
+    names_->values.reserve(32);
+  }
   return *names_;
 }
 

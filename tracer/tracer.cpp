@@ -192,6 +192,7 @@ struct OpTraits {
   bool meta = false;
   bool composite_explicit = false;  // CompositeExplicitAutograd(NonFunctional)
   bool cpu_kernel = false;
+  bool foreach_inplace = false;       // aten::_foreach_*_: writes its first list, returns nothing
   c10::SmallVector<ArgPlan, 8> args;  // one per schema argument
   bool meta_or_composite() const { return meta || composite_explicit; }
   bool cpu_or_composite_explicit() const { return cpu_kernel || composite_explicit; }  // the CPU fallback can run it
@@ -229,7 +230,51 @@ const OpTraits& traits_of(const c10::OperatorHandle& op) {
   t.cpu_kernel = op.hasKernelForDispatchKey(c10::DispatchKey::CPU);
   for (const c10::Argument& arg : key->arguments())
     t.args.push_back({arg_kind_of(arg), arg.alias_info() && arg.alias_info()->isWrite()});
+  const std::string& name = key->name();
+  t.foreach_inplace = name.starts_with("aten::_foreach_") && name.ends_with("_") && key->returns().empty() &&
+                      !t.args.empty() && t.args[0].kind == ArgKind::TensorList && t.args[0].written;
   return cache.insert_or_assign(key, std::move(t)).first->second;
+}
+
+// Functionalization runs every in-place op once more on meta copies of its arguments before it
+// runs the functional variant (the generated kernels' "meta reference"): an in-place op may not
+// broadcast `self` to a larger shape, cast its result to a dtype `self` cannot hold, or write to
+// a tensor whose elements overlap, which the functional variant would accept. For an in-place
+// foreach op (elementwise) whose every tensor list matches `self` element for element (same
+// sizes), all of one floating dtype, with non-complex scalars and a dense `self`, none of that can
+// fail: the run is skipped. Anything else runs as libtorch does.
+bool foreach_inplace_check_passes(const OpTraits& traits, const torch::jit::Stack& stack, std::size_t first) {
+  if (!stack[first].isTensorList()) return false;
+  const c10::List<at::Tensor> self = stack[first].toTensorList();
+  if (self.empty()) return false;
+  const c10::ScalarType dtype = self.get(0).scalar_type();
+  if (!c10::isFloatingType(dtype)) return false;
+  for (const at::Tensor& t : self)
+    if (!t.defined() || t.scalar_type() != dtype || !t.is_non_overlapping_and_dense()) return false;
+  for (std::size_t i = 1; i < traits.args.size(); ++i) {
+    const c10::IValue& a = stack[first + i];
+    if (traits.args[i].kind == ArgKind::TensorList) {
+      if (!a.isTensorList()) return false;
+      const c10::List<at::Tensor> list = a.toTensorList();
+      if (list.size() != self.size()) return false;
+      for (std::size_t k = 0; k < list.size(); ++k) {
+        const at::Tensor& t = list.get(k);
+        if (!t.defined() || t.scalar_type() != dtype || t.sizes() != self.get(k).sizes()) return false;
+      }
+    } else if (a.isTensor() || a.isComplexDouble() || a.isComplexDoubleList()) {
+      return false;  // a single tensor broadcasts against each element: left to the kernel
+    } else if (a.isList()) {
+      if (a.toListRef().size() != self.size()) return false;
+      for (const c10::IValue& e : a.toListRef())
+        if (!(e.isDouble() || e.isInt() || e.isBool())) return false;
+    } else if (a.isDoubleList() || a.isIntList() || a.isBoolList()) {
+      const std::size_t n = a.isDoubleList() ? a.toDoubleList().size()
+                            : a.isIntList()  ? a.toIntList().size()
+                                             : a.toBoolList().size();
+      if (n != self.size()) return false;
+    }
+  }
+  return true;
 }
 
 // Replaces each tensor of a stack entry (a Tensor, a Tensor[], or, when `optional_list` says the
@@ -419,8 +464,17 @@ void trace_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*ks*/, t
   if (!owner && (any_plain_meta || !st)) {
     // libtorch's own meta computations (functionalization checks in-place ops on meta copies)
     // or a call after the trace ended: not part of the program.
+    if (st && st->options.functionalize && traits.foreach_inplace &&
+        foreach_inplace_check_passes(traits, *stack, first)) {
+      stack->resize(first);  // it returns nothing
+      return;
+    }
     c10::impl::ExcludeDispatchKeyGuard guard{c10::DispatchKeySet(kTraceKey)};
-    op.callBoxed(stack);
+    try {
+      op.callBoxed(stack);
+    } catch (const std::exception& e) {
+      fail(qualified_name(op), error_text(e));  // e.g. an in-place op's check: named like any other
+    }
     return;
   }
 

@@ -21,6 +21,7 @@ AotConfig resolve_defaults(AotConfig config) {
 
 std::vector<TensorMeta> input_metas(const Graph& graph) {
   std::vector<TensorMeta> metas;
+  metas.reserve(graph.num_inputs());
   for (const Value* v : graph.inputs()) metas.push_back(v->meta() ? *v->meta() : TensorMeta{});
   return metas;
 }

@@ -56,12 +56,11 @@ std::optional<MergedInputs> merge_view_inputs(const TensorList& args, const std:
 
   MergedInputs merged;
   TensorList base_args, other_args;
-  std::vector<std::string> base_desc, other_desc;
+  std::vector<std::string> base_desc;    // other args are described once a base exists
   std::vector<std::size_t> other_outer;  // outer index of each other arg
   std::map<std::size_t, SyntheticBaseArg> convention;
   for (std::size_t i : undefined_args) {
     other_args.push_back(args[i]);
-    other_desc.push_back(fmt::format("input {}", i));
     other_outer.push_back(i);
   }
   for (const auto& group : groups) {
@@ -72,7 +71,6 @@ std::optional<MergedInputs> merge_view_inputs(const TensorList& args, const std:
     if (group.size() <= 1 || !mutated || compute_overlapping_inputs(args, group).size() <= 1) {
       for (std::size_t i : group) {
         other_args.push_back(args[i]);
-        other_desc.push_back(fmt::format("input {}", i));
         other_outer.push_back(i);
       }
       continue;
@@ -124,7 +122,7 @@ std::optional<MergedInputs> merge_view_inputs(const TensorList& args, const std:
   merged.args = std::move(base_args);
   merged.args.insert(merged.args.end(), other_args.begin(), other_args.end());
   merged.descriptions = std::move(base_desc);
-  merged.descriptions.insert(merged.descriptions.end(), other_desc.begin(), other_desc.end());
+  for (std::size_t i : other_outer) merged.descriptions.push_back(fmt::format("input {}", i));
   for (std::size_t i = 0; i < args.size(); ++i) merged.info.push_back(convention.at(i));
   return merged;
 }

@@ -442,6 +442,74 @@ void expect_trace_error(const TraceFunction& fn, const TensorList& inputs, const
   } catch (const TraceError& e) { EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what(); }
 }
 
+// Functionalization checks each in-place op on meta copies before running its functional
+// variant; the tracer skips that run for foreach ops where nothing can fail. Both sides: a valid
+// step is recorded functionally and computes what eager does, and every call eager refuses is
+// refused by the trace too.
+TEST(Tracer, FunctionalizedForeachInplaceOpsMatchEagerAndItsErrors) {
+  TensorList inputs{rn({2, 3}), rn({4}), rn({2, 3}), rn({4})};
+  auto step = [](const TensorList& a) {
+    at::_foreach_addcmul_(TensorList{a[0], a[1]}, TensorList{a[2], a[3]}, TensorList{a[2], a[3]}, 0.5);
+    at::_foreach_mul_(TensorList{a[0], a[1]}, at::ArrayRef<at::Scalar>{2.0, 3});
+    return TensorList{a[0] + a[1].sum()};
+  };
+  TraceOptions options;
+  options.functionalize = true;
+  TraceResult r = trace_program(step, inputs, options);
+  EXPECT_FALSE(has_inplace_op(r.graph)) << r.graph.to_string();
+  EXPECT_TRUE(ops_of(r.graph).count("aten::_foreach_addcmul.Scalar")) << r.graph.to_string();
+  TensorList eager_inputs;
+  for (const auto& t : inputs) eager_inputs.push_back(t.clone());
+  const TensorList expected = step(eager_inputs);
+  TensorList out = run_graph(r.graph, inputs);
+  EXPECT_TRUE(testing::tensors_close(expected[0], out[0]));
+  for (std::size_t k : {0u, 1u}) {
+    ASSERT_TRUE(r.inputs[k].mutates_data);
+    EXPECT_TRUE(testing::tensors_close(eager_inputs[k], out[*r.inputs[k].mutated_output_index]));
+  }
+
+  auto refused_like_eager = [&](const TraceFunction& fn, const TensorList& args, const std::string& needle) {
+    TensorList copies;
+    for (const auto& t : args) copies.push_back(t.clone());
+    EXPECT_ANY_THROW(fn(copies)) << "eager accepts it: " << needle;
+    expect_trace_error(fn, args, needle, options);
+  };
+  // `other` would broadcast `self` to a larger shape.
+  refused_like_eager(
+      [](const TensorList& a) {
+        at::_foreach_add_(TensorList{a[0]}, TensorList{a[1]});
+        return TensorList{a[0]};
+      },
+      {rn({3}), rn({2, 3})}, "aten::_foreach_add_.List");
+  // The result (float) cannot be stored in an integer `self`.
+  refused_like_eager(
+      [](const TensorList& a) {
+        at::_foreach_add_(TensorList{a[0]}, 1.5);
+        return TensorList{a[0]};
+      },
+      {at::ones({3}, at::kLong)}, "aten::_foreach_add_.Scalar");
+  // `self` overlaps itself (an expanded view).
+  refused_like_eager(
+      [](const TensorList& a) {
+        at::_foreach_add_(TensorList{a[0].expand({2, 3})}, 1.0);
+        return TensorList{a[0]};
+      },
+      {rn({3})}, "aten::_foreach_add_.Scalar");
+  // Lists of different lengths, tensors and scalars.
+  refused_like_eager(
+      [](const TensorList& a) {
+        at::_foreach_add_(TensorList{a[0], a[1]}, TensorList{a[0]});
+        return TensorList{a[0]};
+      },
+      {rn({3}), rn({3})}, "Tensor lists must have the same number of tensors");  // autograd's check, above the tracer
+  refused_like_eager(
+      [](const TensorList& a) {
+        at::_foreach_mul_(TensorList{a[0], a[1]}, at::ArrayRef<at::Scalar>{2.0});
+        return TensorList{a[0]};
+      },
+      {rn({3}), rn({3})}, "aten::_foreach_mul_.ScalarList");
+}
+
 TEST(Tracer, ItemIsAnErrorInFakeMode) {
   expect_trace_error(
       [](const TensorList& a) {
