@@ -10,6 +10,7 @@
 #include <c10/core/InferenceMode.h>
 #include <gtest/gtest.h>
 #include <torch/csrc/autograd/autograd.h>
+#include <torch/library.h>
 
 #include <atomic>
 #include <set>
@@ -508,6 +509,50 @@ TEST(Tracer, FunctionalizedForeachInplaceOpsMatchEagerAndItsErrors) {
         return TensorList{a[0]};
       },
       {rn({3}), rn({3})}, "aten::_foreach_mul_.ScalarList");
+}
+
+// An optional tensor list (`Tensor[]?`: no aten op of libtorch 2.11 has one, custom ops may):
+// its tensors are graph values, and None stays a constant.
+void sum_optional_list(const c10::OperatorHandle&, torch::jit::Stack* stack) {
+  const c10::IValue xs = (*stack)[stack->size() - 2];
+  at::Tensor result = (*stack)[stack->size() - 1].toTensor().clone();
+  if (xs.isTensorList())
+    for (const at::Tensor& x : xs.toTensorList()) result = result + x;
+  stack->resize(stack->size() - 2);
+  stack->push_back(result);
+}
+
+TORCH_LIBRARY_FRAGMENT(aotpipe_test, m) { m.def("sum_optional_list(Tensor[]? xs, Tensor base) -> Tensor"); }
+TORCH_LIBRARY_IMPL(aotpipe_test, CompositeExplicitAutograd, m) {
+  m.impl("sum_optional_list", torch::CppFunction::makeFromBoxedFunction<&sum_optional_list>());
+}
+
+TEST(Tracer, OptionalTensorListArgumentsAreGraphValues) {
+  const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow("aotpipe_test::sum_optional_list", "");
+  auto call = [&](std::optional<TensorList> xs, const at::Tensor& base) {
+    torch::jit::Stack stack{xs ? c10::IValue(*xs) : c10::IValue(), base};
+    op.callBoxed(&stack);
+    return stack.back().toTensor();
+  };
+  TensorList inputs{rn({3}), rn({3}), rn({3})};
+  for (TraceMode mode : {TraceMode::Fake, TraceMode::Real}) {
+    TraceOptions options;
+    options.mode = mode;
+    TraceResult with = trace_program(
+        [&](const TensorList& a) {
+          return TensorList{call(TensorList{a[0], a[1]}, a[2])};
+        },
+        inputs, options);
+    const Node* node = with.graph.nodes().back();
+    ASSERT_TRUE(node->args()[0].is_value_list()) << with.graph.to_string();
+    EXPECT_EQ(node->args()[0].value_list().values,
+              (std::vector<Value*>{with.graph.inputs()[0], with.graph.inputs()[1]}));
+    EXPECT_TRUE(testing::tensors_close(inputs[0] + inputs[1] + inputs[2], run_graph(with.graph, inputs)[0]));
+    TraceResult without =
+        trace_program([&](const TensorList& a) { return TensorList{call(std::nullopt, a[2])}; }, inputs, options);
+    ASSERT_TRUE(without.graph.nodes().back()->args()[0].is_constant()) << without.graph.to_string();
+    EXPECT_TRUE(testing::tensors_close(inputs[2], run_graph(without.graph, inputs)[0]));
+  }
 }
 
 TEST(Tracer, ItemIsAnErrorInFakeMode) {
