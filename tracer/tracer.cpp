@@ -246,7 +246,7 @@ const OpTraits& traits_of(const c10::OperatorHandle& op) {
 bool foreach_inplace_check_passes(const OpTraits& traits, const torch::jit::Stack& stack, std::size_t first) {
   if (!stack[first].isTensorList()) return false;
   const c10::List<at::Tensor> self = stack[first].toTensorList();
-  if (self.empty()) return false;
+  if (self.empty() || !self.get(0).defined()) return false;
   const c10::ScalarType dtype = self.get(0).scalar_type();
   if (!c10::isFloatingType(dtype)) return false;
   for (const at::Tensor& t : self)
@@ -261,17 +261,12 @@ bool foreach_inplace_check_passes(const OpTraits& traits, const torch::jit::Stac
         const at::Tensor& t = list.get(k);
         if (!t.defined() || t.scalar_type() != dtype || t.sizes() != self.get(k).sizes()) return false;
       }
-    } else if (a.isTensor() || a.isComplexDouble() || a.isComplexDoubleList()) {
-      return false;  // a single tensor broadcasts against each element: left to the kernel
-    } else if (a.isList()) {
+    } else if (a.isTensor() || a.isComplexDouble()) {
+      return false;           // a single tensor broadcasts against each element: left to the kernel
+    } else if (a.isList()) {  // a scalar list, whatever its element type (all lists are generic)
       if (a.toListRef().size() != self.size()) return false;
       for (const c10::IValue& e : a.toListRef())
         if (!(e.isDouble() || e.isInt() || e.isBool())) return false;
-    } else if (a.isDoubleList() || a.isIntList() || a.isBoolList()) {
-      const std::size_t n = a.isDoubleList() ? a.toDoubleList().size()
-                            : a.isIntList()  ? a.toIntList().size()
-                                             : a.toBoolList().size();
-      if (n != self.size()) return false;
     }
   }
   return true;
