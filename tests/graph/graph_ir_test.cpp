@@ -7,7 +7,10 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+#include <random>
 #include <set>
+#include <string>
 #include <stdexcept>
 
 #include "test_support.h"
@@ -135,6 +138,150 @@ TEST(GraphIr, AFailedAddCallLeavesNoNameBehind) {
   for (int i = 0; i < 200; ++i) made.push_back(g.add_call("aten::neg", {x})->output(0));
   for (Value* v : made) EXPECT_EQ(g.find_value(v->name()), v);
   EXPECT_EQ(g.find_value("neg_x"), nullptr);
+}
+
+// Fresh names are not kept in the explicit-name table: each way a name can be taken (explicitly
+// before or after, by a hint that extends another, freed by a rename or an erase) must still be
+// seen, and copies must carry both kinds.
+TEST(GraphIr, FreshAndExplicitNamesNeverMeetWhicheverComesFirst) {
+  Graph g("names");
+  Value* x = g.add_input("x", f32({3}));
+  Value* a = g.add_call("aten::neg", {x})->output(0);
+  Value* b = g.add_call("aten::neg", {a})->output(0);
+  ASSERT_EQ(b->name(), "neg_1");
+  EXPECT_THROW(g.add_input("neg_1", f32({3})), GraphError);  // explicit after fresh
+  EXPECT_THROW(g.add_input("neg", f32({3})), GraphError);
+  EXPECT_THROW(g.rename(x, "neg"), GraphError);
+  Value* explicit_neg2 = g.add_input("neg_2", f32({3}));  // explicit before fresh
+  EXPECT_EQ(g.add_call("aten::neg", {x})->output(0)->name(), "neg_3");
+  EXPECT_EQ(g.find_value("neg_2"), explicit_neg2);
+  EXPECT_EQ(g.find_value("neg_02"), nullptr);  // not a suffix fresh names write
+  EXPECT_EQ(g.find_value("neg_0"), nullptr);
+
+  // A renamed or erased fresh value frees its name; the sequence still never reuses it.
+  g.rename(b, "y");
+  EXPECT_EQ(g.find_value("neg_1"), nullptr);
+  EXPECT_EQ(g.find_value("y"), b);
+  g.rename(explicit_neg2, "neg_1");
+  EXPECT_EQ(g.find_value("neg_1"), explicit_neg2);
+  EXPECT_EQ(g.find_value("neg_2"), nullptr);
+  Value* dead = g.add_call("aten::neg", {x})->output(0);
+  ASSERT_EQ(dead->name(), "neg_4");
+  g.erase_node(dead->producer());
+  EXPECT_EQ(g.find_value("neg_4"), nullptr);
+  EXPECT_EQ(g.add_input("neg_4", f32({3}))->name(), "neg_4");
+  EXPECT_EQ(g.add_call("aten::neg", {x})->output(0)->name(), "neg_5");
+
+  // Hints that extend one another ("c" and "c_1") never hand out the same name.
+  Value* c = g.add_constant_ref("k0", f32({1}), "");
+  EXPECT_EQ(c->name(), "k0");
+  Value* c1 = g.add_constant_ref("c", f32({1}), "");
+  Value* c2 = g.add_constant_ref("c", f32({1}), "");
+  Value* c3 = g.add_constant_ref("c_1", f32({1}), "");  // "c_1" is c2's
+  Value* c4 = g.add_constant_ref("c_2", f32({1}), "");
+  Value* c5 = g.add_constant_ref("c", f32({1}), "");  // "c_2" is c4's
+  EXPECT_EQ(c1->name(), "c");
+  EXPECT_EQ(c2->name(), "c_1");
+  EXPECT_EQ(c3->name(), "c_1_1");
+  EXPECT_EQ(c4->name(), "c_2");
+  EXPECT_EQ(c5->name(), "c_3");
+  EXPECT_EQ(g.fresh_name("c_1"), "c_1_2");
+  for (Value* v : {c1, c2, c3, c4, c5}) EXPECT_EQ(g.find_value(v->name()), v);
+
+  // A copy finds every name and continues every sequence; the original is untouched by it.
+  Graph copy = g;
+  for (const Node* n : g.nodes())
+    for (const Value* v : n->outputs()) {
+      Value* in_copy = copy.find_value(v->name());
+      ASSERT_NE(in_copy, nullptr) << v->name();
+      EXPECT_EQ(in_copy->graph(), &copy);
+      EXPECT_EQ(copy.index_of(in_copy->producer()), g.index_of(v->producer()));
+    }
+  EXPECT_EQ(copy.find_value("neg_2"), nullptr);
+  EXPECT_EQ(copy.add_call("aten::neg", {copy.input(0)})->output(0)->name(), "neg_6");
+  EXPECT_EQ(copy.add_constant_ref("c", f32({1}), "")->name(), "c_4");
+  EXPECT_EQ(g.find_value("neg_6"), nullptr);
+  EXPECT_EQ(g.add_call("aten::neg", {x})->output(0)->name(), "neg_6");
+}
+
+// Against a plain map of the live names, under random sequences of every naming operation, with
+// hints that extend one another and more hints than the index scans (it then hashes them).
+TEST(GraphIr, ValueNamesStayDistinctAndFindableUnderRandomEdits) {
+  const std::vector<std::string> hints = {"a", "a_1", "a_1_1", "a_2", "b", "b_10", "v", "arg", "a_01"};
+  for (unsigned seed = 0; seed < 16; ++seed) {
+    std::mt19937 rng(seed);
+    auto pick = [&](std::size_t n) { return static_cast<std::size_t>(rng() % n); };
+    Graph g("random");
+    std::map<std::string, Value*> live;
+    auto made = [&](Value* v) {
+      ASSERT_EQ(live.count(v->name()), 0u) << "seed " << seed << ": " << v->name() << " given twice";
+      live[v->name()] = v;
+    };
+    auto name_from_pool = [&] {
+      const std::string& hint = hints[pick(hints.size())];
+      const std::size_t k = pick(4);
+      return k == 0 ? hint : hint + "_" + std::to_string(k);
+    };
+    for (int step = 0; step < 300; ++step) {
+      switch (pick(seed % 4 == 0 ? 6 : 5)) {
+        case 0:
+        case 1: {  // fresh, from a hint of the pool
+          const std::string& hint = hints[pick(hints.size())];
+          Value* v = g.add_constant_ref(hint, f32({1}), "");
+          EXPECT_TRUE(v->name() == hint || v->name().rfind(hint + "_", 0) == 0) << v->name();
+          made(v);
+          break;
+        }
+        case 2: {  // explicit: refused exactly when taken
+          const std::string name = name_from_pool();
+          if (live.count(name)) {
+            EXPECT_THROW(g.add_constant_ref("e", f32({1}), name), GraphError) << name;
+          } else {
+            made(g.add_constant_ref("e", f32({1}), name));
+          }
+          break;
+        }
+        case 3: {  // rename
+          if (live.empty()) break;
+          auto it = std::next(live.begin(), static_cast<std::ptrdiff_t>(pick(live.size())));
+          const std::string name = name_from_pool();
+          Value* v = it->second;
+          if (name == v->name()) break;
+          if (live.count(name)) {
+            EXPECT_THROW(g.rename(v, name), GraphError) << name;
+          } else {
+            live.erase(it);
+            g.rename(v, name);
+            made(v);
+          }
+          break;
+        }
+        case 4: {  // erase
+          if (live.empty()) break;
+          auto it = std::next(live.begin(), static_cast<std::ptrdiff_t>(pick(live.size())));
+          g.erase_node(it->second->producer());
+          live.erase(it);
+          break;
+        }
+        case 5:  // many distinct hints: past what the index scans
+          made(g.add_constant_ref("h" + std::to_string(pick(64)), f32({1}), ""));
+          break;
+      }
+    }
+    const Graph copy = g;
+    for (const Graph* graph : {static_cast<const Graph*>(&g), &copy}) {
+      for (const auto& [name, v] : live) {
+        Value* found = graph->find_value(name);
+        ASSERT_NE(found, nullptr) << "seed " << seed << ": " << name;
+        EXPECT_EQ(graph->index_of(found->producer()), g.index_of(v->producer())) << name;
+      }
+      for (const std::string& hint : hints)
+        for (int k = 0; k < 6; ++k) {
+          const std::string name = k == 0 ? hint : hint + "_" + std::to_string(k);
+          EXPECT_EQ(graph->find_value(name) != nullptr, live.count(name) > 0) << "seed " << seed << ": " << name;
+        }
+    }
+  }
 }
 
 TEST(GraphIr, CopyIsDeepAndIndependent) {
