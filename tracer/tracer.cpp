@@ -193,6 +193,7 @@ struct OpTraits {
   bool composite_explicit = false;  // CompositeExplicitAutograd(NonFunctional)
   bool cpu_kernel = false;
   bool foreach_inplace = false;       // aten::_foreach_*_: writes its first list, returns nothing
+  bool foreach_pointwise = false;     // detail::is_foreach_pointwise
   c10::SmallVector<ArgPlan, 8> args;  // one per schema argument
   bool meta_or_composite() const { return meta || composite_explicit; }
   bool cpu_or_composite_explicit() const { return cpu_kernel || composite_explicit; }  // the CPU fallback can run it
@@ -233,6 +234,7 @@ const OpTraits& traits_of(const c10::OperatorHandle& op) {
   const std::string& name = key->name();
   t.foreach_inplace = name.starts_with("aten::_foreach_") && name.ends_with("_") && key->returns().empty() &&
                       !t.args.empty() && t.args[0].kind == ArgKind::TensorList && t.args[0].written;
+  t.foreach_pointwise = detail::is_foreach_pointwise(*key);
   return cache.insert_or_assign(key, std::move(t)).first->second;
 }
 
@@ -605,7 +607,10 @@ void trace_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*ks*/, t
     for (std::size_t pos : device_args) (*stack)[pos] = c10::Device(c10::kMeta);
     try {
       detail::MetaDeviceHintScope hint(devices.result());
-      if (!fake || !detail::run_device_choice_kernel(op, *stack, first, devices.result())) op.callBoxed(stack);
+      const bool answered =
+          fake && (detail::run_device_choice_kernel(op, *stack, first, devices.result()) ||
+                   (traits.foreach_pointwise && detail::run_foreach_pointwise_shortcut(*stack, first)));
+      if (!answered) op.callBoxed(stack);
     } catch (const std::exception& e) {
       meta_error = error_text(e);
       if (saved_args.empty() || !traits.cpu_or_composite_explicit())

@@ -8,7 +8,8 @@
 
 namespace c10 {
 class OperatorHandle;
-}
+struct FunctionSchema;
+}  // namespace c10
 
 #include <string>
 #include <vector>
@@ -33,6 +34,15 @@ c10::Device meta_device_hint();
 // `first`); false when the op is not one of them or the device's kernel cannot be asked.
 bool run_device_choice_kernel(const c10::OperatorHandle& op, std::vector<c10::IValue>& stack, std::size_t first,
                               c10::Device device);
+
+// The functional pointwise foreach ops (aten::_foreach_add.List, _foreach_sqrt...; not the
+// reductions, copies and fills): what run_foreach_pointwise_shortcut may answer.
+bool is_foreach_pointwise(const c10::FunctionSchema& schema);
+// For such an op on meta tensors (arguments from `first`): when every element of its tensor lists
+// is alike in dtype (floating), sizes and strides, dense, and laid out so that its result's layout
+// follows, with plain numbers beside them, replaces the arguments by the results libtorch's Meta
+// kernel would give, without dispatching per element; false (stack untouched) otherwise.
+bool run_foreach_pointwise_shortcut(std::vector<c10::IValue>& stack, std::size_t first);
 
 class MetaDeviceHintScope {
  public:
