@@ -1,13 +1,13 @@
 #include <aotpipe/graph/graph.h>
 #include <aotpipe/graph/printer.h>
 
-#include "value_names.h"
-
 #include <ATen/core/Tensor.h>
 #include <c10/util/SmallVector.h>
+#include <boost/unordered/unordered_flat_map.hpp>
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <ostream>
 #include <unordered_map>
 #include <utility>
@@ -96,8 +96,44 @@ c10::OperatorHandle resolve_operator(std::string_view qualified_name) { return f
 // ----------------------------------------------------------------------------------------------
 // Graph
 
-detail::ValueNames& Graph::names() {
-  if (!names_) names_ = std::make_unique<detail::ValueNames>();
+struct Graph::NameIndex {
+  struct Hash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+  };
+  // Keys view Value::name_ of the value they map to (values are never moved).
+  boost::unordered_flat_map<std::string_view, Value*, Hash, std::equal_to<>> values;
+  // The next suffix per fresh-name hint. A graph uses few hints (one per kind of op), so they
+  // sit inline and are found by a linear scan; past kInlineHints they move to a hash table. A
+  // table per graph was a heap allocation of a kilobyte on every trace.
+  class HintCounters {
+   public:
+    std::size_t& operator[](std::string_view hint) {
+      if (!table_.empty()) return in_table(hint);
+      for (auto& [name, next] : inline_)
+        if (name == hint) return next;
+      if (inline_.size() < kInlineHints) return inline_.emplace_back(std::string(hint), 0).second;
+      for (auto& [name, next] : inline_) table_.emplace(std::move(name), next);
+      inline_.clear();
+      return in_table(hint);
+    }
+
+   private:
+    std::size_t& in_table(std::string_view hint) {
+      auto it = table_.find(hint);
+      if (it == table_.end()) it = table_.emplace(std::string(hint), 0).first;
+      return it->second;
+    }
+    static constexpr std::size_t kInlineHints = 32;
+    c10::SmallVector<std::pair<std::string, std::size_t>, 8> inline_;
+    boost::unordered_flat_map<std::string, std::size_t, Hash, std::equal_to<>> table_;
+  };
+  HintCounters counters;
+};
+
+Graph::NameIndex& Graph::names() {
+  // Not reserved ahead: a table of 32 slots made a 10-op trace 13% slower than growing it.
+  if (!names_) names_ = std::make_unique<NameIndex>();
   return *names_;
 }
 
@@ -155,15 +191,8 @@ void Graph::copy_from(const Graph& other) {
     if (!m) throw GraphError(fmt::format("graph '{}': %{} is read before it is defined", other.name_, v->name()));
     return m;
   };
-  // Values are made outside the name index, which then copies the other graph's at once (its
-  // fresh names stay fresh: later ones continue their sequences).
-  auto copy_value = [&](const Value* v) {
-    auto copy = new_unindexed_value(v->name(), v->type(), v->meta() ? std::optional(*v->meta()) : std::nullopt);
-    map[v->id()] = copy.get();
-    return copy;
-  };
-  inputs_.reserve(other.inputs_.size());
-  for (const Value* v : other.inputs()) inputs_.push_back(copy_value(v).release());
+  for (Value* v : other.inputs())
+    map[v->id()] = add_input(v->name(), v->type(), v->meta() ? std::optional(*v->meta()) : std::nullopt);
   for (const Node* n : other.nodes()) {
     auto node = new_node(n->kind_);
     node->op_ = n->op_;
@@ -171,16 +200,17 @@ void Graph::copy_from(const Graph& other) {
     node->attrs_ = n->attrs_;
     node->args_ = n->args_;
     for (Argument& arg : node->args_) arg.remap_values([&](Value* used) { return mapped(used); });
-    for (const Value* out : n->outputs()) {
-      auto copy = copy_value(out);
+    for (Value* out : n->outputs()) {
+      Value* copy = new_value(out->name(), out->type(), out->meta() ? std::optional(*out->meta()) : std::nullopt);
       copy->producer_ = node.get();
       copy->output_index_ = node->outputs_.size();
-      node->outputs_.push_back(copy.release());
+      node->outputs_.push_back(copy);
+      map[out->id()] = copy;
     }
     insert_node(std::move(node), nullptr);
   }
   for (Value* out : other.outputs()) outputs_.push_back(mapped(out));
-  if (other.names_) names().copy_from(*other.names_, [&](const Value* v) { return mapped(v); });
+  if (other.names_) names().counters = other.names_->counters;
 }
 
 std::unique_ptr<Node> Graph::new_node(NodeKind kind) {
@@ -189,19 +219,17 @@ std::unique_ptr<Node> Graph::new_node(NodeKind kind) {
   return node;
 }
 
-std::unique_ptr<Value> Graph::new_unindexed_value(std::string name, ValueType type, std::optional<TensorMeta> meta) {
-  auto value = std::unique_ptr<Value>(new Value(this, std::move(name), type, std::move(meta)));
-  value->id_ = next_value_id_++;
-  return value;
-}
-
 Value* Graph::new_value(std::string name, ValueType type, std::optional<TensorMeta> meta, std::string_view fresh_hint) {
-  auto value = new_unindexed_value(std::move(name), type, std::move(meta));
+  auto value = std::unique_ptr<Value>(new Value(this, std::move(name), type, std::move(meta)));
+  auto& values = names().values;
   if (value->name_.empty()) {
-    names().add_fresh(value.get(), value->name_, fresh_hint);
-  } else if (!names().add_named(value.get())) {
+    // The first free candidate, found by the insertion itself (one lookup each).
+    fresh_name_into(value->name_, fresh_hint,
+                    [&](std::string_view candidate) { return values.try_emplace(candidate, value.get()).second; });
+  } else if (!values.try_emplace(value->name_, value.get()).second) {
     throw GraphError(fmt::format("graph '{}': duplicate value name %{}", name_, value->name_));
   }
+  value->id_ = next_value_id_++;
   return value.release();
 }
 
@@ -214,7 +242,7 @@ Value* Graph::add_input(std::string name, ValueType type, std::optional<TensorMe
   try {
     inputs_.push_back(value);
   } catch (...) {
-    names().remove(value);
+    names().values.erase(std::string_view(value->name_));
     delete value;
     throw;
   }
@@ -306,7 +334,7 @@ Node* Graph::add_call(const c10::OperatorHandle& op, std::vector<Argument> args,
       node->outputs_.push_back(v);
     }
   } catch (...) {
-    for (const Value* v : node->outputs_) names().remove(v);
+    for (const Value* v : node->outputs_) names().values.erase(std::string_view(v->name_));
     throw;
   }
   Node* raw = node.get();
@@ -366,7 +394,7 @@ void Graph::erase_nodes(std::span<Node* const> doomed) {
   for (const Value* v : outputs_)
     if (defined_by_doomed(v)) throw still_used(v);
   for (const Node* node : doomed)
-    for (const Value* out : node->outputs()) names().remove(out);
+    for (const Value* out : node->outputs()) names().values.erase(std::string_view(out->name()));
   std::erase_if(nodes_, [&](Node* n) {
     if (!is_doomed(n)) return false;
     delete n;
@@ -407,16 +435,44 @@ std::map<const Value*, std::vector<Node*>> Graph::compute_uses() const {
   return uses;
 }
 
-Value* Graph::find_value(std::string_view name) const { return names_ ? names_->find(name) : nullptr; }
+Value* Graph::find_value(std::string_view name) const {
+  if (!names_) return nullptr;
+  auto it = names_->values.find(name);
+  return it == names_->values.end() ? nullptr : it->second;
+}
 
-std::string Graph::fresh_name(std::string_view hint) { return names().reserve_fresh(hint); }
+// The first name of the hint's sequence (hint, hint_1, hint_2...; an empty hint is "v") that
+// `take` accepts, written into `out`. No formatting library: every recorded node asks for one.
+template <class Take>
+void Graph::fresh_name_into(std::string& out, std::string_view hint, Take&& take) {
+  if (hint.empty()) hint = "v";
+  std::size_t& next = names().counters[hint];
+  do {
+    out.assign(hint);
+    if (next != 0) {
+      char digits[24];
+      const auto end = std::to_chars(digits, digits + sizeof digits, next).ptr;
+      out.push_back('_');
+      out.append(digits, end);
+    }
+    ++next;
+  } while (!take(std::string_view(out)));
+}
+
+std::string Graph::fresh_name(std::string_view hint) {
+  std::string name;
+  fresh_name_into(name, hint, [&](std::string_view candidate) { return !names().values.contains(candidate); });
+  return name;
+}
 
 void Graph::rename(Value* value, std::string name) {
   if (value->name_ == name) return;
-  if (names().find(name)) throw GraphError(fmt::format("graph '{}': cannot rename to %{}: name taken", name_, name));
-  names().remove(value);
+  auto& values = names().values;
+  if (values.contains(std::string_view(name)))
+    throw GraphError(fmt::format("graph '{}': cannot rename to %{}: name taken", name_, name));
+  values.erase(std::string_view(value->name_));
   value->name_ = std::move(name);
-  names().add_named(value);
+  values.emplace(value->name_, value);
 }
 
 std::string Graph::to_string() const { return print_graph(*this); }

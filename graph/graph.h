@@ -32,9 +32,6 @@ namespace aotpipe {
 
 class Graph;
 class Node;
-namespace detail {
-class ValueNames;
-}
 
 // The kind of a value. Tensors carry TensorMeta; the scalar kinds are for ops that return
 // numbers (e.g. aten::sym_size.int) and graph inputs that are numbers.
@@ -276,8 +273,6 @@ class Graph {
  private:
   // An empty name takes a fresh one from `fresh_hint` (as fresh_name does).
   Value* new_value(std::string name, ValueType type, std::optional<TensorMeta> meta, std::string_view fresh_hint = "v");
-  // A value outside the name index (copy_from indexes a copy's values at once).
-  std::unique_ptr<Value> new_unindexed_value(std::string name, ValueType type, std::optional<TensorMeta> meta);
   void insert_node(std::unique_ptr<Node> node, Node* before);
   void delete_contents();
   void copy_from(const Graph& other);
@@ -288,10 +283,15 @@ class Graph {
   std::vector<Node*> nodes_;
   std::vector<Value*> outputs_;
   std::map<std::string, at::Tensor> tensor_constants_;
-  // Which value each name denotes, and the fresh-name sequences (graph/value_names.h). Made on
-  // first use: a moved-from graph has none.
-  std::unique_ptr<detail::ValueNames> names_;
-  detail::ValueNames& names();
+  // Value names -> values, and the next suffix per name hint (fresh_name). Every recorded op
+  // makes and checks names, so graph.cpp keeps them in open-addressing tables whose keys view
+  // the values' own names (no second copy, no allocation per entry). Made on first use: a
+  // moved-from graph has none.
+  struct NameIndex;
+  std::unique_ptr<NameIndex> names_;
+  NameIndex& names();
+  template <class Take>
+  void fresh_name_into(std::string& out, std::string_view hint, Take&& take);
   std::uint32_t next_value_id_ = 0, next_node_id_ = 0;
   std::unique_ptr<Node> new_node(NodeKind kind);
 };
