@@ -192,7 +192,7 @@ struct OpTraits {
   bool meta = false;
   bool composite_explicit = false;  // CompositeExplicitAutograd(NonFunctional)
   bool cpu_kernel = false;
-  bool foreach_inplace = false;       // aten::_foreach_*_: writes its first list, returns nothing
+  bool foreach_inplace = false;       // detail::is_foreach_inplace
   bool foreach_pointwise = false;     // detail::is_foreach_pointwise
   c10::SmallVector<ArgPlan, 8> args;  // one per schema argument
   bool meta_or_composite() const { return meta || composite_explicit; }
@@ -231,9 +231,7 @@ const OpTraits& traits_of(const c10::OperatorHandle& op) {
   t.cpu_kernel = op.hasKernelForDispatchKey(c10::DispatchKey::CPU);
   for (const c10::Argument& arg : key->arguments())
     t.args.push_back({arg_kind_of(arg), arg.alias_info() && arg.alias_info()->isWrite()});
-  const std::string& name = key->name();
-  t.foreach_inplace = name.starts_with("aten::_foreach_") && name.ends_with("_") && key->returns().empty() &&
-                      !t.args.empty() && t.args[0].kind == ArgKind::TensorList && t.args[0].written;
+  t.foreach_inplace = detail::is_foreach_inplace(*key);
   t.foreach_pointwise = detail::is_foreach_pointwise(*key);
   return cache.insert_or_assign(key, std::move(t)).first->second;
 }
@@ -242,35 +240,14 @@ const OpTraits& traits_of(const c10::OperatorHandle& op) {
 // runs the functional variant (the generated kernels' "meta reference"): an in-place op may not
 // broadcast `self` to a larger shape, cast its result to a dtype `self` cannot hold, or write to
 // a tensor whose elements overlap, which the functional variant would accept. For an in-place
-// foreach op (elementwise) whose every tensor list matches `self` element for element (same
-// sizes), all of one floating dtype, with non-complex scalars and a dense `self`, none of that can
-// fail: the run is skipped. Anything else runs as libtorch does.
-bool foreach_inplace_check_passes(const OpTraits& traits, const torch::jit::Stack& stack, std::size_t first) {
-  if (!stack[first].isTensorList()) return false;
-  const c10::List<at::Tensor> self = stack[first].toTensorList();
-  if (self.empty() || !self.get(0).defined()) return false;
-  const c10::ScalarType dtype = self.get(0).scalar_type();
-  if (!c10::isFloatingType(dtype)) return false;
-  for (const at::Tensor& t : self)
-    if (!t.defined() || t.scalar_type() != dtype || !t.is_non_overlapping_and_dense()) return false;
-  for (std::size_t i = 1; i < traits.args.size(); ++i) {
-    const c10::IValue& a = stack[first + i];
-    if (traits.args[i].kind == ArgKind::TensorList) {
-      if (!a.isTensorList()) return false;
-      const c10::List<at::Tensor> list = a.toTensorList();
-      if (list.size() != self.size()) return false;
-      for (std::size_t k = 0; k < list.size(); ++k) {
-        const at::Tensor& t = list.get(k);
-        if (!t.defined() || t.scalar_type() != dtype || t.sizes() != self.get(k).sizes()) return false;
-      }
-    } else if (a.isTensor() || a.isComplexDouble()) {
-      return false;           // a single tensor broadcasts against each element: left to the kernel
-    } else if (a.isList()) {  // a scalar list, whatever its element type (all lists are generic)
-      if (a.toListRef().size() != self.size()) return false;
-      for (const c10::IValue& e : a.toListRef())
-        if (!(e.isDouble() || e.isInt() || e.isBool())) return false;
-    }
-  }
+// foreach op (elementwise) whose operands are alike to `self` (detail::alike_foreach_operands)
+// and whose `self` is dense, none of that can fail: the run is skipped. Anything else runs as
+// libtorch does.
+bool foreach_inplace_check_passes(const torch::jit::Stack& stack, std::size_t first) {
+  const c10::IValue* self = detail::alike_foreach_operands(stack, first, detail::ForeachAlike::Sizes);
+  if (self != &stack[first]) return false;
+  for (const at::Tensor& t : self->toTensorList())
+    if (!t.is_non_overlapping_and_dense()) return false;
   return true;
 }
 
@@ -461,8 +438,7 @@ void trace_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*ks*/, t
   if (!owner && (any_plain_meta || !st)) {
     // libtorch's own meta computations (functionalization checks in-place ops on meta copies)
     // or a call after the trace ended: not part of the program.
-    if (st && st->options.functionalize && traits.foreach_inplace &&
-        foreach_inplace_check_passes(traits, *stack, first)) {
+    if (st && st->options.functionalize && traits.foreach_inplace && foreach_inplace_check_passes(*stack, first)) {
       stack->resize(first);  // it returns nothing
       return;
     }

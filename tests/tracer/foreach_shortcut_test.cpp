@@ -215,6 +215,22 @@ TEST(ForeachShortcut, OnlyFunctionalPointwiseForeachOpsQualify) {
   EXPECT_FALSE(detail::is_foreach_pointwise(*schema("aten::_foreach_copy", "")));
   EXPECT_FALSE(detail::is_foreach_pointwise(*schema("aten::_foreach_add", "List_out")));  // returns nothing
   EXPECT_FALSE(detail::is_foreach_pointwise(*schema("aten::add", "Tensor")));
+
+  // The in-place ones (whose functionalization check the tracer may skip) are a kind apart.
+  EXPECT_TRUE(detail::is_foreach_inplace(*schema("aten::_foreach_add_", "List")));
+  EXPECT_TRUE(detail::is_foreach_inplace(*schema("aten::_foreach_addcmul_", "ScalarList")));
+  EXPECT_TRUE(detail::is_foreach_inplace(*schema("aten::_foreach_zero_", "")));
+  EXPECT_FALSE(detail::is_foreach_inplace(*schema("aten::_foreach_add", "List")));
+  EXPECT_FALSE(detail::is_foreach_inplace(*schema("aten::add_", "Tensor")));
+  std::size_t inplace = 0;
+  for (const c10::OperatorName& name : c10::Dispatcher::singleton().getAllOpNames()) {
+    auto op = c10::Dispatcher::singleton().findSchema(name);
+    if (!op) continue;
+    const c10::FunctionSchema& s = op->schema();
+    EXPECT_FALSE(detail::is_foreach_inplace(s) && detail::is_foreach_pointwise(s)) << s.name();
+    inplace += detail::is_foreach_inplace(s);
+  }
+  EXPECT_GE(inplace, 60u) << "libtorch 2.11 has about 70 in-place foreach overloads";
 }
 
 }  // namespace

@@ -11,6 +11,7 @@ class OperatorHandle;
 struct FunctionSchema;
 }  // namespace c10
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -35,13 +36,26 @@ c10::Device meta_device_hint();
 bool run_device_choice_kernel(const c10::OperatorHandle& op, std::vector<c10::IValue>& stack, std::size_t first,
                               c10::Device device);
 
+// The in-place foreach ops that write their first list and return nothing (aten::_foreach_add_.List).
+bool is_foreach_inplace(const c10::FunctionSchema& schema);
 // The functional pointwise foreach ops (aten::_foreach_add.List, _foreach_sqrt...; not the
 // reductions, copies and fills): what run_foreach_pointwise_shortcut may answer.
 bool is_foreach_pointwise(const c10::FunctionSchema& schema);
-// For such an op on meta tensors (arguments from `first`): when every element of its tensor lists
-// is alike in dtype (floating), sizes and strides, dense, and laid out so that its result's layout
-// follows, with plain numbers beside them, replaces the arguments by the results libtorch's Meta
-// kernel would give, without dispatching per element; false (stack untouched) otherwise.
+
+// How alike the tensor lists of a foreach call must be, element by element.
+enum class ForeachAlike : std::uint8_t { Sizes, SizesAndStrides };
+// For a foreach call on meta tensors (arguments from `first`): its first tensor list when every
+// tensor list has that list's length and its elements, all defined, are meta tensors of one
+// floating dtype with the sizes (and strides, as `alike` says) of that list's elements, and every
+// other argument is a plain number, a list of them of that length, or None; nullptr otherwise
+// (a tensor broadcast against each element, a complex scalar, mixed dtypes...). Where this holds,
+// an elementwise foreach op's work is the same for every element and follows from its metadata.
+const c10::IValue* alike_foreach_operands(const std::vector<c10::IValue>& stack, std::size_t first, ForeachAlike alike);
+
+// For a functional pointwise foreach op whose operands are alike in sizes and strides, with every
+// element dense, not empty, and laid out so that its result's layout follows: replaces the
+// arguments by the results libtorch's Meta kernel would give, without dispatching per element;
+// false (stack untouched) otherwise.
 bool run_foreach_pointwise_shortcut(std::vector<c10::IValue>& stack, std::size_t first);
 
 class MetaDeviceHintScope {
