@@ -7,6 +7,7 @@
 // lists of values) in schema order and defines one value per returned item (an op returning
 // `Tensor[]` defines one value per element). Values carry a TensorMeta when they are tensors.
 // See docs/ir.md for the text form.
+#include <aotpipe/graph/block_cache.h>
 #include <aotpipe/graph/tensor_meta.h>
 
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -60,6 +61,13 @@ class Value {
   friend class Node;
   Value(Graph* graph, std::string name, ValueType type, std::optional<TensorMeta> meta)
       : graph_(graph), name_(std::move(name)), type_(type), meta_(std::move(meta)) {}
+
+ public:
+  // A trace makes one per recorded value and frees them all with its graph (graph/block_cache.h).
+  static void* operator new(std::size_t size) { return BlockCache<Value>::allocate(size); }
+  static void operator delete(void* p, std::size_t size) { BlockCache<Value>::deallocate(p, size); }
+
+ private:
   Graph* graph_;
   std::uint32_t id_ = 0;
   std::string name_;
@@ -175,6 +183,12 @@ class Node {
  private:
   friend class Graph;
   explicit Node(Graph* graph, NodeKind kind) : graph_(graph), kind_(kind) {}
+
+ public:
+  static void* operator new(std::size_t size) { return BlockCache<Node>::allocate(size); }
+  static void operator delete(void* p, std::size_t size) { BlockCache<Node>::deallocate(p, size); }
+
+ private:
   Graph* graph_;
   std::uint32_t id_ = 0;
   NodeKind kind_;

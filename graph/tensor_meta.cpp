@@ -12,8 +12,8 @@ namespace aotpipe {
 
 TensorMeta TensorMeta::of(const at::Tensor& tensor) {
   TensorMeta meta;
-  meta.sizes = tensor.sizes().vec();
-  meta.strides = tensor.strides().vec();
+  meta.sizes = tensor.sizes();
+  meta.strides = tensor.strides();
   meta.storage_offset = tensor.storage_offset();
   meta.dtype = tensor.scalar_type();
   meta.device = tensor.device();
@@ -21,8 +21,8 @@ TensorMeta TensorMeta::of(const at::Tensor& tensor) {
   return meta;
 }
 
-std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& sizes) {
-  std::vector<int64_t> strides(sizes.size());
+Dims contiguous_strides(c10::IntArrayRef sizes) {
+  Dims strides(sizes.size());
   int64_t running = 1;
   for (std::size_t i = sizes.size(); i-- > 0;) {
     strides[i] = running;
@@ -31,8 +31,7 @@ std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& sizes) {
   return strides;
 }
 
-TensorMeta TensorMeta::contiguous(std::vector<int64_t> sizes, c10::ScalarType dtype, c10::Device device,
-                                  bool requires_grad) {
+TensorMeta TensorMeta::contiguous(Dims sizes, c10::ScalarType dtype, c10::Device device, bool requires_grad) {
   TensorMeta meta;
   meta.strides = contiguous_strides(sizes);
   meta.sizes = std::move(sizes);

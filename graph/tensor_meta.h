@@ -2,8 +2,13 @@
 // TensorMeta: what the compiler knows about a tensor value without its data.
 #include <c10/core/Device.h>
 #include <c10/core/ScalarType.h>
+#include <c10/util/ArrayRef.h>
+#include <c10/util/SmallVector.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <initializer_list>
+#include <type_traits>
 #include <iosfwd>
 #include <optional>
 #include <string>
@@ -16,9 +21,31 @@ class Tensor;
 
 namespace aotpipe {
 
+// Sizes or strides: up to kInlineDims of them in place (every value of a traced graph has both,
+// and two heap blocks per value were a tenth of a trace's allocations). Converts from and to
+// std::vector<int64_t> and IntArrayRef, so code written for vectors keeps working.
+class Dims : public c10::SmallVector<int64_t, 6> {
+  using Base = c10::SmallVector<int64_t, 6>;
+
+ public:
+  Dims() = default;
+  Dims(std::initializer_list<int64_t> values) : Base(values) {}
+  Dims(c10::IntArrayRef values) : Base(values.begin(), values.end()) {}             // NOLINT: implicit
+  Dims(const std::vector<int64_t>& values) : Base(values.begin(), values.end()) {}  // NOLINT: implicit
+  template <class It, class = std::enable_if_t<!std::is_integral_v<It>>>
+  Dims(It first, It last) : Base(first, last) {}
+  explicit Dims(std::size_t n, int64_t value = 0) : Base(n, value) {}
+  operator std::vector<int64_t>() const { return vec(); }  // NOLINT: implicit
+  std::vector<int64_t> vec() const { return {begin(), end()}; }
+  friend bool operator==(const Dims& a, const Dims& b) { return std::equal(a.begin(), a.end(), b.begin(), b.end()); }
+  friend bool operator==(const Dims& a, const std::vector<int64_t>& b) {
+    return std::equal(a.begin(), a.end(), b.begin(), b.end());
+  }
+};
+
 struct TensorMeta {
-  std::vector<int64_t> sizes;
-  std::vector<int64_t> strides;
+  Dims sizes;
+  Dims strides;
   int64_t storage_offset = 0;
   c10::ScalarType dtype = c10::ScalarType::Float;
   c10::Device device = c10::Device(c10::kCPU);
@@ -27,7 +54,7 @@ struct TensorMeta {
   // Reads the metadata of a real, meta or fake tensor.
   static TensorMeta of(const at::Tensor& tensor);
   // A contiguous tensor of the given sizes.
-  static TensorMeta contiguous(std::vector<int64_t> sizes, c10::ScalarType dtype = c10::ScalarType::Float,
+  static TensorMeta contiguous(Dims sizes, c10::ScalarType dtype = c10::ScalarType::Float,
                                c10::Device device = c10::Device(c10::kCPU), bool requires_grad = false);
 
   int64_t numel() const;
@@ -37,7 +64,7 @@ struct TensorMeta {
   bool operator==(const TensorMeta&) const = default;
 };
 
-std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& sizes);
+Dims contiguous_strides(c10::IntArrayRef sizes);
 
 // Short dtype names as in FX's printed graphs: f32, f64, f16, bf16, i64, i32, i16, i8, u8, b8,
 // c64, c128; other dtypes use c10's own name (e.g. Float8_e4m3fn).

@@ -1,5 +1,6 @@
 // The tracer. The mechanism (and what was checked on libtorch 2.11) is in docs/libtorch-2.11.md;
 // how to use it and its limits in docs/tracer.md.
+#include <aotpipe/graph/block_cache.h>
 #include <aotpipe/graph/example_tensor.h>
 #include <aotpipe/tracer/internal/fake_device_guard.h>
 #include <aotpipe/tracer/internal/meta_kernels.h>
@@ -101,6 +102,10 @@ class TracingTensorImpl final : public c10::TensorImpl {
   void set_value(Value* v) { value_ = v; }
   c10::Device logical_device() const { return logical_device_; }
 
+  // Every traced op makes one; see graph/block_cache.h.
+  static void* operator new(std::size_t size) { return Blocks::allocate(size); }
+  static void operator delete(void* p, std::size_t size) { Blocks::deallocate(p, size); }
+
   c10::intrusive_ptr<c10::TensorImpl> shallow_copy_and_detach(const c10::VariableVersion& version_counter,
                                                               bool allow_tensor_metadata_change) const override {
     return copy_impl(version_counter, allow_tensor_metadata_change);
@@ -134,6 +139,7 @@ class TracingTensorImpl final : public c10::TensorImpl {
   std::shared_ptr<TraceState> state_;
   Value* value_;
   c10::Device logical_device_;
+  using Blocks = BlockCache<TracingTensorImpl>;
 };
 
 TracingTensorImpl* as_traced(const at::Tensor& t) {
@@ -151,8 +157,8 @@ at::Tensor wrap(at::Tensor inner, const std::shared_ptr<TraceState>& state, Valu
 
 TensorMeta meta_of(const at::Tensor& t, c10::Device device) {
   TensorMeta meta;
-  meta.sizes = t.sizes().vec();
-  meta.strides = t.strides().vec();
+  meta.sizes = t.sizes();
+  meta.strides = t.strides();
   meta.storage_offset = t.storage_offset();
   meta.dtype = t.scalar_type();
   meta.device = device;
@@ -216,12 +222,14 @@ ArgKind arg_kind_of(const c10::Argument& arg) {
 }
 
 const OpTraits& traits_of(const c10::OperatorHandle& op) {
-  thread_local std::unordered_map<const c10::FunctionSchema*, OpTraits> cache;
+  // Open addressing; the traits sit in their own blocks, so a reference handed out stays valid
+  // while nested calls add entries.
+  thread_local boost::unordered_flat_map<const c10::FunctionSchema*, std::unique_ptr<OpTraits>> cache;
   const c10::FunctionSchema* key = &op.schema();
   auto it = cache.find(key);
   // A schema of another arity at a cached address (an op registered where a deregistered one
   // lived; tests register ops in a scope) is looked up afresh: the argument plan indexes by it.
-  if (it != cache.end() && it->second.args.size() == key->arguments().size()) return it->second;
+  if (it != cache.end() && it->second->args.size() == key->arguments().size()) return *it->second;
   OpTraits t;
   t.data_dependent = has_data_dependent_output(op);
   t.composite_implicit = op.hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd);
@@ -233,7 +241,10 @@ const OpTraits& traits_of(const c10::OperatorHandle& op) {
     t.args.push_back({arg_kind_of(arg), arg.alias_info() && arg.alias_info()->isWrite()});
   t.foreach_inplace = detail::is_foreach_inplace(*key);
   t.foreach_pointwise = detail::is_foreach_pointwise(*key);
-  return cache.insert_or_assign(key, std::move(t)).first->second;
+  auto& slot = cache[key];
+  if (!slot) slot = std::make_unique<OpTraits>();
+  *slot = std::move(t);  // in place: a reference to an older entry here stays valid
+  return *slot;
 }
 
 // Functionalization runs every in-place op once more on meta copies of its arguments before it
@@ -1147,8 +1158,8 @@ TraceResult trace_joint(const TraceFunction& fn, const TensorList& example_input
         if (mask.empty() ? (!o.defined() || !o.requires_grad()) : !mask[oi]) continue;
         TORCH_CHECK(o.defined(), "aotpipe::trace_joint: output ", oi, " needs a tangent but is undefined");
         TensorMeta meta;
-        meta.sizes = o.sizes().vec();
-        meta.strides = contiguous_strides(meta.sizes);
+        meta.sizes = o.sizes();
+        meta.strides = aotpipe::contiguous_strides(meta.sizes);
         meta.dtype = o.scalar_type();
         if (auto* tt = traced_of(o)) meta.device = tt->logical_device();
         const std::size_t k = tangents.size();

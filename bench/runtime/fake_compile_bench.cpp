@@ -234,15 +234,22 @@ int main(int argc, char** argv) {
   compile_config.compile_fw_bw_concurrently = std::find(args.begin(), args.end(), "--concurrent-fw-bw") != args.end();
   at::set_num_threads(1);
   if (args.size() >= 3 && args[0] == "--one") return run_one(args[1], std::stoll(args[2]));
-  // For a profiler: `--loop trace|compile MODEL N` runs one of the two columns' work N times.
+  // For a profiler: `--loop trace|compile|floor MODEL N` runs one column's work N times (floor:
+  // the forward on plain meta tensors, what the trace column is compared with).
   if (args.size() >= 4 && args[0] == "--loop") {
     const zoo::ZooModel model = model_named(args[2], 32);
     const TensorList examples = examples_of(model), no_grad_examples = no_grad_examples_of(model);
+    const TensorList plain = meta_inputs(model, false);
+    (void)trace_program(model.fn, no_grad_examples);  // loads aotpipe's Meta kernels, which the floor uses too
     for (int i = 0, n = std::stoi(args[3]); i < n; ++i) {
-      if (args[1] == "trace")
+      if (args[1] == "trace") {
         (void)trace_program(model.fn, no_grad_examples);
-      else
+      } else if (args[1] == "floor") {
+        at::NoGradGuard g;
+        (void)model.fn(plain);
+      } else {
         (void)compile(model.name, model.fn, examples, compile_config);
+      }
     }
     return 0;
   }

@@ -47,7 +47,7 @@ bool is_custom_function_node(const std::shared_ptr<torch::autograd::Node>& fn) {
 // coerce_tangent_and_suggest_memory_format: a tangent is dense in the suggested memory format.
 TensorMeta tangent_meta(const at::Tensor& t) {
   TensorMeta meta;
-  meta.sizes = t.sizes().vec();
+  meta.sizes = t.sizes();
   meta.dtype = t.scalar_type();
   meta.device = t.device();
   switch (t.suggest_memory_format()) {
