@@ -65,6 +65,9 @@ struct TensorMeta {
 };
 
 Dims contiguous_strides(c10::IntArrayRef sizes);
+// The exact match for Dims, over c10::contiguous_strides (which argument-dependent lookup finds
+// for them too, Dims being a c10::SmallVector).
+inline Dims contiguous_strides(const Dims& sizes) { return aotpipe::contiguous_strides(c10::IntArrayRef(sizes)); }
 
 // Short dtype names as in FX's printed graphs: f32, f64, f16, bf16, i64, i32, i16, i8, u8, b8,
 // c64, c128; other dtypes use c10's own name (e.g. Float8_e4m3fn).

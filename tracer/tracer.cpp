@@ -1159,7 +1159,7 @@ TraceResult trace_joint(const TraceFunction& fn, const TensorList& example_input
         TORCH_CHECK(o.defined(), "aotpipe::trace_joint: output ", oi, " needs a tangent but is undefined");
         TensorMeta meta;
         meta.sizes = o.sizes();
-        meta.strides = aotpipe::contiguous_strides(meta.sizes);
+        meta.strides = contiguous_strides(meta.sizes);
         meta.dtype = o.scalar_type();
         if (auto* tt = traced_of(o)) meta.device = tt->logical_device();
         const std::size_t k = tangents.size();
