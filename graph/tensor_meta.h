@@ -21,7 +21,7 @@ class Tensor;
 
 namespace aotpipe {
 
-// Sizes or strides: up to kInlineDims of them in place (every value of a traced graph has both,
+// Sizes or strides: up to six of them in place (every value of a traced graph has both,
 // and two heap blocks per value were a tenth of a trace's allocations). Converts from and to
 // std::vector<int64_t> and IntArrayRef, so code written for vectors keeps working.
 class Dims : public c10::SmallVector<int64_t, 6> {
