@@ -219,7 +219,8 @@ std::unique_ptr<Node> Graph::new_node(NodeKind kind) {
   return node;
 }
 
-Value* Graph::new_value(std::string name, ValueType type, std::optional<TensorMeta> meta, std::string_view fresh_hint) {
+Value* Graph::new_value(std::string name, ValueType type, std::optional<TensorMeta>&& meta,
+                        std::string_view fresh_hint) {
   auto value = std::unique_ptr<Value>(new Value(this, std::move(name), type, std::move(meta)));
   auto& values = names().values;
   if (value->name_.empty()) {

@@ -59,7 +59,9 @@ class Value {
  private:
   friend class Graph;
   friend class Node;
-  Value(Graph* graph, std::string name, ValueType type, std::optional<TensorMeta> meta)
+  // The metadata by rvalue reference: each move of a TensorMeta copies its sizes and strides
+  // (held in place), which a by-value parameter would do once more per value.
+  Value(Graph* graph, std::string name, ValueType type, std::optional<TensorMeta>&& meta)
       : graph_(graph), name_(std::move(name)), type_(type), meta_(std::move(meta)) {}
 
  public:
@@ -286,7 +288,8 @@ class Graph {
 
  private:
   // An empty name takes a fresh one from `fresh_hint` (as fresh_name does).
-  Value* new_value(std::string name, ValueType type, std::optional<TensorMeta> meta, std::string_view fresh_hint = "v");
+  Value* new_value(std::string name, ValueType type, std::optional<TensorMeta>&& meta,
+                   std::string_view fresh_hint = "v");
   void insert_node(std::unique_ptr<Node> node, Node* before);
   void delete_contents();
   void copy_from(const Graph& other);

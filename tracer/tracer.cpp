@@ -155,15 +155,14 @@ at::Tensor wrap(at::Tensor inner, const std::shared_ptr<TraceState>& state, Valu
   return at::detail::make_tensor<TracingTensorImpl>(std::move(inner), state, value, device);
 }
 
-TensorMeta meta_of(const at::Tensor& t, c10::Device device) {
-  TensorMeta meta;
+// Fills `meta` in place (a TensorMeta's sizes and strides are held in place, so each move copies them).
+void fill_meta(TensorMeta& meta, const at::Tensor& t, c10::Device device) {
   meta.sizes = t.sizes();
   meta.strides = t.strides();
   meta.storage_offset = t.storage_offset();
   meta.dtype = t.scalar_type();
   meta.device = device;
   meta.requires_grad = false;
-  return meta;
 }
 
 // A tracing tensor of `state` unwrapped from functionalization (when present).
@@ -670,7 +669,7 @@ void trace_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*ks*/, t
   specs.reserve(stack->size() - ret_first);  // a list result makes more, rarely
   auto spec_for = [&](const at::Tensor& t) {
     OutputSpec spec;
-    if (t.defined()) spec.meta = meta_of(t, device);
+    if (t.defined()) fill_meta(spec.meta.emplace(), t, device);
     spec.type = ValueType::Tensor;
     return spec;
   };
@@ -906,7 +905,8 @@ struct Tracer {
     TORCH_CHECK(st->fake() || !is_metadata_example(x), "aotpipe::trace: example input '", name,
                 "' is a metadata example (it has no data); TraceMode::Real needs real tensors");
     install_fake_device_guard(x.device().type());
-    TensorMeta meta = meta_of(x, x.device());
+    TensorMeta meta;
+    fill_meta(meta, x, x.device());
     meta.requires_grad = x.requires_grad();
     Value* v = st->graph.add_input(name, std::move(meta));
     // The same tensor twice: one tracing tensor, as AOTAutograd's to_fun memo does.
