@@ -5,6 +5,7 @@
 #include <aotpipe/tracer/internal/fake_device_guard.h>
 #include <aotpipe/tracer/internal/meta_kernels.h>
 #include <aotpipe/tracer/internal/trace_backward.h>
+#include <aotpipe/tracer/internal/unboxed_kernels.h>
 #include <aotpipe/graph/op_properties.h>
 #include <aotpipe/graph/passes.h>
 #include <aotpipe/tracer/tracer.h>
@@ -24,6 +25,7 @@
 
 #include <boost/unordered/unordered_flat_map.hpp>
 
+#include <algorithm>
 #include <mutex>
 #include <string_view>
 #include <unordered_map>
@@ -97,6 +99,7 @@ class TracingTensorImpl final : public c10::TensorImpl {
   }
 
   const at::Tensor& inner() const { return inner_; }
+  at::Tensor& inner() { return inner_; }  // what an op that writes its argument is handed
   const std::shared_ptr<TraceState>& state() const { return state_; }
   Value* value() const { return value_; }
   void set_value(Value* v) { value_ = v; }
@@ -199,6 +202,7 @@ struct OpTraits {
   bool cpu_kernel = false;
   bool foreach_inplace = false;       // detail::is_foreach_inplace
   bool foreach_pointwise = false;     // detail::is_foreach_pointwise
+  bool unboxed = false;               // an unboxed kernel may record it (no list or device argument)
   c10::SmallVector<ArgPlan, 8> args;  // one per schema argument
   bool meta_or_composite() const { return meta || composite_explicit; }
   bool cpu_or_composite_explicit() const { return cpu_kernel || composite_explicit; }  // the CPU fallback can run it
@@ -240,6 +244,10 @@ const OpTraits& traits_of(const c10::OperatorHandle& op) {
     t.args.push_back({arg_kind_of(arg), arg.alias_info() && arg.alias_info()->isWrite()});
   t.foreach_inplace = detail::is_foreach_inplace(*key);
   t.foreach_pointwise = detail::is_foreach_pointwise(*key);
+  t.unboxed = !t.data_dependent && !t.composite_implicit && !t.foreach_inplace && !t.foreach_pointwise &&
+              std::all_of(t.args.begin(), t.args.end(), [](const ArgPlan& a) {
+                return a.kind == ArgKind::Tensor || (a.kind == ArgKind::Other && !a.written);
+              });
   auto& slot = cache[key];
   if (!slot) slot = std::make_unique<OpTraits>();
   *slot = std::move(t);  // in place: a reference to an older entry here stays valid
@@ -404,6 +412,22 @@ Value* constant_value(TraceState& st, const at::Tensor& t) {
   st.constants.emplace(t.unsafeGetTensorImpl(), v);
   st.constant_keepalive.push_back(t);
   return v;
+}
+
+// The recorded output of a tensor result, on the results' device.
+OutputSpec output_spec_of(const at::Tensor& t, c10::Device device) {
+  OutputSpec spec;
+  if (t.defined()) fill_meta(spec.meta.emplace(), t, device);
+  spec.type = ValueType::Tensor;
+  return spec;
+}
+
+// Marks a node recorded during a backward (or the backward phase of a joint trace).
+void mark_phase(TraceState& st, Node* node) {
+  if (torch::autograd::get_current_node() != nullptr || st.backward_phase) {
+    node->attrs()["phase"] = "backward";
+    st.has_backward = true;
+  }
 }
 
 [[noreturn]] void fail(const std::string& name, const std::string& message) { TORCH_CHECK(false, name, ": ", message); }
@@ -667,12 +691,7 @@ void trace_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*ks*/, t
   const c10::Device device = devices.result();
   std::vector<OutputSpec> specs;
   specs.reserve(stack->size() - ret_first);  // a list result makes more, rarely
-  auto spec_for = [&](const at::Tensor& t) {
-    OutputSpec spec;
-    if (t.defined()) fill_meta(spec.meta.emplace(), t, device);
-    spec.type = ValueType::Tensor;
-    return spec;
-  };
+  auto spec_for = [&](const at::Tensor& t) { return output_spec_of(t, device); };
   for (std::size_t i = ret_first; i < stack->size(); ++i) {
     const auto& r = (*stack)[i];
     if (r.isTensor()) {
@@ -687,10 +706,7 @@ void trace_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*ks*/, t
   try {
     node = st->graph.add_call(op, std::move(graph_args), std::move(specs));
   } catch (const std::exception& e) { fail(qualified_name(op), "cannot be recorded: " + error_text(e)); }
-  if (torch::autograd::get_current_node() != nullptr || st->backward_phase) {
-    node->attrs()["phase"] = "backward";
-    st->has_backward = true;
-  }
+  mark_phase(*st, node);
 
   // Wrap the outputs; in-place and out= results hand back the outer tensor they wrote.
   std::shared_ptr<TraceState> state_ref = owner;
@@ -721,7 +737,188 @@ void trace_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*ks*/, t
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// Unboxed kernels for the most frequent functional ops.
+//
+// The fallback above is boxed: each traced call is packed into IValues on its way in (a list of
+// sizes becomes a c10::List) and unpacked again for the kernel it runs. For the ops that make up
+// most of a model's trace, an unboxed kernel at the same key records the same node without either
+// trip when the call is the plain case: every tensor argument a tracing tensor of one live trace,
+// all on one device, the op functional with a kernel for the trace's mode, no decompositions.
+// It runs the op on the inner tensors through its unboxed entry point, then records and wraps as
+// the fallback does. Any other call, and any call whose kernel or recording fails, goes to the
+// fallback, boxed, which handles it or names what is wrong; the graph is the same either way.
+
+// The trace of a call that may take the unboxed path (null: take the fallback), its first
+// tracing tensor and the device of its results.
+struct UnboxedTrace {
+  TraceState* state = nullptr;
+  const TracingTensorImpl* first = nullptr;
+  c10::Device device{c10::kCPU};
+};
+
+thread_local bool tls_unboxed_off = false;  // detail::UnboxedKernelsOff
+thread_local std::size_t tls_unboxed_calls = 0;
+
+UnboxedTrace unboxed_trace_of(const c10::OperatorHandle& op, const OpTraits& traits,
+                              c10::ArrayRef<const at::Tensor*> tensors) {
+  UnboxedTrace found;
+  if (!traits.unboxed || tls_unboxed_off) return found;
+  for (const at::Tensor* t : tensors) {
+    if (!t) continue;  // an absent optional tensor
+    const TracingTensorImpl* tt = as_traced(*t);
+    if (!tt) return {};  // a constant, a plain meta tensor, an undefined tensor: the fallback's cases
+    if (!found.first) {
+      found.first = tt;
+      found.device = tt->logical_device();
+    } else if (tt->state() != found.first->state() || tt->logical_device() != found.device) {
+      return {};  // the fallback names the leaked tensor, or sorts out the devices
+    }
+  }
+  if (!found.first) return {};
+  TraceState* st = found.first->state().get();
+  if (st->finished || (tls_current_trace && tls_current_trace != st) || !st->options.decompositions.empty() ||
+      (st->fake() && !traits.meta_or_composite()) || missing_backend_kernel(op, found.device))
+    return {};
+  found.state = st;
+  return found;
+}
+
+// A result of an unboxed call as the program sees it: the outer tensor when the op handed back
+// one of its inputs, else a new tracing tensor.
+at::Tensor wrap_unboxed_result(const at::Tensor& result, Value* value, c10::ArrayRef<const at::Tensor*> tensors,
+                               const UnboxedTrace& trace) {
+  if (!result.defined()) return result;
+  for (const at::Tensor* t : tensors) {
+    if (t && as_traced(*t)->inner().unsafeGetTensorImpl() == result.unsafeGetTensorImpl()) {
+      as_traced(*t)->set_value(value);
+      return *t;
+    }
+  }
+  return wrap(result, trace.first->state(), value, trace.device);
+}
+
+template <class Arg>
+void collect_tensor(c10::SmallVectorImpl<const at::Tensor*>& tensors, const Arg& arg) {
+  if constexpr (std::is_same_v<Arg, at::Tensor>) tensors.push_back(&arg);
+  if constexpr (std::is_same_v<Arg, std::optional<at::Tensor>>)
+    tensors.push_back(arg && arg->defined() ? &*arg : nullptr);  // composites pass undefined ones for None
+}
+
+// An argument as the graph records it (what the fallback records for its boxed form).
+template <class Arg>
+Argument graph_argument(const Arg& arg) {
+  if constexpr (std::is_same_v<Arg, at::Tensor>) {
+    return Argument(as_traced(arg)->value());
+  } else if constexpr (std::is_same_v<Arg, std::optional<at::Tensor>>) {
+    return arg && arg->defined() ? Argument(as_traced(*arg)->value()) : Argument::none();
+  } else {
+    return Argument(c10::IValue(arg));
+  }
+}
+
+// An argument as the kernel sees it: tracing tensors replaced by their inner tensors (`Declared`
+// is the kernel's parameter type: a written tensor is handed over mutable).
+template <class Declared, class Arg>
+decltype(auto) inner_argument(const Arg& arg) {
+  if constexpr (std::is_same_v<Declared, at::Tensor&>) {
+    return (static_cast<TracingTensorImpl*>(arg.unsafeGetTensorImpl())->inner());
+  } else if constexpr (std::is_same_v<Arg, at::Tensor>) {
+    return (as_traced(arg)->inner());
+  } else if constexpr (std::is_same_v<Arg, std::optional<at::Tensor>>) {
+    return arg && arg->defined() ? std::optional<at::Tensor>(as_traced(*arg)->inner()) : arg;
+  } else {
+    return (arg);
+  }
+}
+
+// After the kernel: a written tensor's metadata may have changed (resize_, as_strided_...).
+template <class Declared, class Arg>
+void refresh_written(const Arg& arg) {
+  if constexpr (std::is_same_v<Declared, at::Tensor&>)
+    static_cast<TracingTensorImpl*>(arg.unsafeGetTensorImpl())->refresh();
+}
+
+template <class Ret>
+c10::SmallVector<at::Tensor, 3> results_of(const Ret& r) {
+  if constexpr (std::is_same_v<Ret, at::Tensor>) {
+    return {r};
+  } else {
+    return std::apply([](const auto&... t) { return c10::SmallVector<at::Tensor, 3>{t...}; }, r);
+  }
+}
+
+template <class Op, class Schema = typename Op::schema>
+struct UnboxedKernel;
+
+template <class Op, class Ret, class... Args>
+struct UnboxedKernel<Op, Ret(Args...)> {
+  static const c10::OperatorHandle& handle() {
+    static const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow(Op::name, Op::overload_name);
+    return op;
+  }
+
+  static Ret boxed(c10::DispatchKeySet ks, const std::decay_t<Args>&... args) {
+    torch::jit::Stack stack;
+    stack.reserve(sizeof...(Args));
+    (torch::jit::push(stack, args), ...);
+    trace_fallback(handle(), ks, &stack);
+    return c10::impl::PopResult<Ret>::call(stack);
+  }
+
+  static Ret call(c10::DispatchKeySet ks, Args... args) {
+    const c10::OperatorHandle& op = handle();
+    c10::SmallVector<const at::Tensor*, 4> tensors;
+    (collect_tensor(tensors, args), ...);
+    const UnboxedTrace trace = unboxed_trace_of(op, traits_of(op), tensors);
+    if (!trace.state) return boxed(ks, args...);
+    TraceState& st = *trace.state;
+    std::unique_lock lock(st.mutex);
+    std::optional<Ret> result;
+    Node* node = nullptr;
+    {
+      c10::impl::ExcludeDispatchKeyGuard guard{below_trace_keys()};
+      try {
+        {
+          detail::MetaDeviceHintScope hint(trace.device);
+          result.emplace(Op::call(inner_argument<Args>(args)...));
+        }
+        (refresh_written<Args>(args), ...);
+        std::vector<Argument> graph_args;
+        graph_args.reserve(sizeof...(Args));
+        (graph_args.push_back(graph_argument(args)), ...);
+        std::vector<OutputSpec> specs;
+        specs.reserve(3);
+        for (const at::Tensor& r : results_of(*result)) specs.push_back(output_spec_of(r, trace.device));
+        node = st.graph.add_call(op, std::move(graph_args), std::move(specs));
+      } catch (const std::exception&) { node = nullptr; }
+    }
+    if (!node) {
+      lock.unlock();
+      return boxed(ks, args...);  // reports the failure as any traced call's
+    }
+    mark_phase(st, node);
+    ++tls_unboxed_calls;
+    if constexpr (std::is_same_v<Ret, at::Tensor>) {
+      return wrap_unboxed_result(*result, node->output(0), tensors, trace);
+    } else {
+      return std::apply(
+          [&](const auto&... r) {
+            std::size_t i = 0;
+            return Ret{wrap_unboxed_result(r, node->output(i++), tensors, trace)...};
+          },
+          *result);
+    }
+  }
+};
+
 }  // namespace
+
+namespace detail {
+UnboxedKernelsOff::UnboxedKernelsOff() : previous_(std::exchange(tls_unboxed_off, true)) {}
+UnboxedKernelsOff::~UnboxedKernelsOff() { tls_unboxed_off = previous_; }
+std::size_t unboxed_calls() { return tls_unboxed_calls; }
+}  // namespace detail
 
 void merge_cpu_fallbacks(CpuFallbackCounts& into, const CpuFallbackCounts& more) {
   for (const auto& [op, calls] : more) into[op] += calls;
@@ -736,6 +933,71 @@ std::size_t total_cpu_fallback_calls(const CpuFallbackCounts& counts) {
 namespace {
 
 TORCH_LIBRARY_IMPL(_, Fake, m) { m.fallback(torch::CppFunction::makeFromBoxedFunction<&trace_fallback>()); }
+
+// The ops recorded by unboxed kernels: the views, arithmetic, matrix products, activations and
+// normalizations that most of a model's trace is made of.
+#define AOTPIPE_UNBOXED(op, name) m.impl(name, TORCH_FN(UnboxedKernel<at::_ops::op>::call))
+TORCH_LIBRARY_IMPL(aten, Fake, m) {
+  AOTPIPE_UNBOXED(view, "view");
+  AOTPIPE_UNBOXED(_unsafe_view, "_unsafe_view");
+  AOTPIPE_UNBOXED(expand, "expand");
+  AOTPIPE_UNBOXED(t, "t");
+  AOTPIPE_UNBOXED(transpose_int, "transpose.int");
+  AOTPIPE_UNBOXED(permute, "permute");
+  AOTPIPE_UNBOXED(unsqueeze, "unsqueeze");
+  AOTPIPE_UNBOXED(squeeze_dim, "squeeze.dim");
+  AOTPIPE_UNBOXED(select_int, "select.int");
+  AOTPIPE_UNBOXED(slice_Tensor, "slice.Tensor");
+  AOTPIPE_UNBOXED(alias, "alias");
+  AOTPIPE_UNBOXED(add_Tensor, "add.Tensor");
+  AOTPIPE_UNBOXED(sub_Tensor, "sub.Tensor");
+  AOTPIPE_UNBOXED(mul_Tensor, "mul.Tensor");
+  AOTPIPE_UNBOXED(div_Tensor, "div.Tensor");
+  AOTPIPE_UNBOXED(mm, "mm");
+  AOTPIPE_UNBOXED(addmm, "addmm");
+  AOTPIPE_UNBOXED(bmm, "bmm");
+  AOTPIPE_UNBOXED(clone, "clone");
+  AOTPIPE_UNBOXED(_softmax, "_softmax");
+  AOTPIPE_UNBOXED(gelu, "gelu");
+  AOTPIPE_UNBOXED(relu, "relu");
+  AOTPIPE_UNBOXED(sigmoid, "sigmoid");
+  AOTPIPE_UNBOXED(tanh, "tanh");
+  AOTPIPE_UNBOXED(hardtanh, "hardtanh");
+  AOTPIPE_UNBOXED(native_layer_norm, "native_layer_norm");
+  AOTPIPE_UNBOXED(convolution, "convolution");
+  AOTPIPE_UNBOXED(max_pool2d_with_indices, "max_pool2d_with_indices");
+  AOTPIPE_UNBOXED(mean_dim, "mean.dim");
+  AOTPIPE_UNBOXED(native_dropout, "native_dropout");
+  AOTPIPE_UNBOXED(_log_softmax, "_log_softmax");
+  AOTPIPE_UNBOXED(nll_loss_forward, "nll_loss_forward");
+  AOTPIPE_UNBOXED(_adaptive_avg_pool2d, "_adaptive_avg_pool2d");
+  AOTPIPE_UNBOXED(_native_batch_norm_legit, "_native_batch_norm_legit");  // writes the running statistics
+  AOTPIPE_UNBOXED(_native_batch_norm_legit_no_training, "_native_batch_norm_legit_no_training");
+  AOTPIPE_UNBOXED(hardswish, "hardswish");
+  AOTPIPE_UNBOXED(hardsigmoid, "hardsigmoid");
+  AOTPIPE_UNBOXED(silu, "silu");
+  AOTPIPE_UNBOXED(neg, "neg");
+  AOTPIPE_UNBOXED(exp, "exp");
+  AOTPIPE_UNBOXED(rsqrt, "rsqrt");
+  AOTPIPE_UNBOXED(pow_Tensor_Scalar, "pow.Tensor_Scalar");
+  AOTPIPE_UNBOXED(where_self, "where.self");
+  AOTPIPE_UNBOXED(sum_dim_IntList, "sum.dim_IntList");
+  AOTPIPE_UNBOXED(embedding, "embedding");
+  // What the backward of the ops above records.
+  AOTPIPE_UNBOXED(threshold_backward, "threshold_backward");
+  AOTPIPE_UNBOXED(hardtanh_backward, "hardtanh_backward");
+  AOTPIPE_UNBOXED(gelu_backward, "gelu_backward");
+  AOTPIPE_UNBOXED(sigmoid_backward, "sigmoid_backward");
+  AOTPIPE_UNBOXED(tanh_backward, "tanh_backward");
+  AOTPIPE_UNBOXED(_softmax_backward_data, "_softmax_backward_data");
+  AOTPIPE_UNBOXED(_log_softmax_backward_data, "_log_softmax_backward_data");
+  AOTPIPE_UNBOXED(native_layer_norm_backward, "native_layer_norm_backward");
+  AOTPIPE_UNBOXED(convolution_backward, "convolution_backward");
+  AOTPIPE_UNBOXED(max_pool2d_with_indices_backward, "max_pool2d_with_indices_backward");
+  AOTPIPE_UNBOXED(nll_loss_backward, "nll_loss_backward");
+  AOTPIPE_UNBOXED(native_dropout_backward, "native_dropout_backward");
+}
+#undef AOTPIPE_UNBOXED
 
 // C++'s batch_norm (what torch::nn::BatchNorm*d calls) reaches aten::native_batch_norm, which
 // updates running_mean/running_var in place although its schema does not say so: functionalization
