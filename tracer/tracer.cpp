@@ -160,8 +160,9 @@ at::Tensor wrap(at::Tensor inner, const std::shared_ptr<TraceState>& state, Valu
 
 // Fills `meta` in place (a TensorMeta's sizes and strides are held in place, so each move copies them).
 void fill_meta(TensorMeta& meta, const at::Tensor& t, c10::Device device) {
-  meta.sizes = t.sizes();
-  meta.strides = t.strides();
+  const auto sizes = t.sizes(), strides = t.strides();
+  meta.sizes.assign(sizes.begin(), sizes.end());  // no temporary Dims to move from
+  meta.strides.assign(strides.begin(), strides.end());
   meta.storage_offset = t.storage_offset();
   meta.dtype = t.scalar_type();
   meta.device = device;
@@ -414,12 +415,11 @@ Value* constant_value(TraceState& st, const at::Tensor& t) {
   return v;
 }
 
-// The recorded output of a tensor result, on the results' device.
-OutputSpec output_spec_of(const at::Tensor& t, c10::Device device) {
-  OutputSpec spec;
+// The recorded output of a tensor result, on the results' device; filled in place (each move of
+// a TensorMeta copies its in-place sizes and strides).
+void fill_output_spec(OutputSpec& spec, const at::Tensor& t, c10::Device device) {
   if (t.defined()) fill_meta(spec.meta.emplace(), t, device);
   spec.type = ValueType::Tensor;
-  return spec;
 }
 
 // Marks a node recorded during a backward (or the backward phase of a joint trace).
@@ -691,13 +691,12 @@ void trace_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*ks*/, t
   const c10::Device device = devices.result();
   std::vector<OutputSpec> specs;
   specs.reserve(stack->size() - ret_first);  // a list result makes more, rarely
-  auto spec_for = [&](const at::Tensor& t) { return output_spec_of(t, device); };
   for (std::size_t i = ret_first; i < stack->size(); ++i) {
     const auto& r = (*stack)[i];
     if (r.isTensor()) {
-      specs.push_back(spec_for(r.toTensor()));
+      fill_output_spec(specs.emplace_back(), r.toTensor(), device);
     } else if (r.isTensorList()) {
-      for (const at::Tensor& t : r.toTensorList()) specs.push_back(spec_for(t));
+      for (const at::Tensor& t : r.toTensorList()) fill_output_spec(specs.emplace_back(), t, device);
     } else {
       specs.emplace_back();  // a number: type from the schema
     }
@@ -832,6 +831,13 @@ decltype(auto) inner_argument(const Arg& arg) {
   }
 }
 
+// The first written tensor argument (an in-place op's `self`).
+template <class Declared, class Arg>
+void first_written(at::Tensor*& out, Arg& arg) {
+  if constexpr (std::is_same_v<Declared, at::Tensor&>)
+    if (!out) out = &arg;
+}
+
 // After the kernel: a written tensor's metadata may have changed (resize_, as_strided_...).
 template <class Declared, class Arg>
 void refresh_written(const Arg& arg) {
@@ -858,12 +864,18 @@ struct UnboxedKernel<Op, Ret(Args...)> {
     return op;
   }
 
-  static Ret boxed(c10::DispatchKeySet ks, const std::decay_t<Args>&... args) {
+  static Ret boxed(c10::DispatchKeySet ks, Args... args) {
     torch::jit::Stack stack;
     stack.reserve(sizeof...(Args));
     (torch::jit::push(stack, args), ...);
     trace_fallback(handle(), ks, &stack);
-    return c10::impl::PopResult<Ret>::call(stack);
+    if constexpr (std::is_same_v<Ret, at::Tensor&>) {
+      at::Tensor* written = nullptr;  // as libtorch's boxing does: an in-place op returns its `self`
+      (first_written<Args>(written, args), ...);
+      return *written;
+    } else {
+      return c10::impl::PopResult<Ret>::call(stack);
+    }
   }
 
   static Ret call(c10::DispatchKeySet ks, Args... args) {
@@ -874,32 +886,45 @@ struct UnboxedKernel<Op, Ret(Args...)> {
     if (!trace.state) return boxed(ks, args...);
     TraceState& st = *trace.state;
     std::unique_lock lock(st.mutex);
-    std::optional<Ret> result;
+    // An in-place op returns the inner tensor of its written argument; the program gets the outer.
+    at::Tensor* written = nullptr;
+    (first_written<Args>(written, args), ...);
+    std::optional<Held> result;
     Node* node = nullptr;
     {
       c10::impl::ExcludeDispatchKeyGuard guard{below_trace_keys()};
       try {
-        {
-          detail::MetaDeviceHintScope hint(trace.device);
-          result.emplace(Op::call(inner_argument<Args>(args)...));
-        }
+        detail::MetaDeviceHintScope hint(trace.device);
+        result.emplace(Op::call(inner_argument<Args>(args)...));
+      } catch (const std::exception&) {}
+      if constexpr (std::is_same_v<Ret, at::Tensor&>) {
+        if (result && returned(*result).unsafeGetTensorImpl() != as_traced(*written)->inner().unsafeGetTensorImpl())
+          result.reset();  // not the in-place contract: the fallback decides
+      }
+      if (result) {
         (refresh_written<Args>(args), ...);
         std::vector<Argument> graph_args;
         graph_args.reserve(sizeof...(Args));
         (graph_args.push_back(graph_argument(args)), ...);
         std::vector<OutputSpec> specs;
         specs.reserve(3);
-        for (const at::Tensor& r : results_of(*result)) specs.push_back(output_spec_of(r, trace.device));
-        node = st.graph.add_call(op, std::move(graph_args), std::move(specs));
-      } catch (const std::exception&) { node = nullptr; }
+        for (const at::Tensor& r : results_of(returned(*result)))
+          fill_output_spec(specs.emplace_back(), r, trace.device);
+        try {
+          node = st.graph.add_call(op, std::move(graph_args), std::move(specs));
+        } catch (const std::exception& e) { fail(qualified_name(op), "cannot be recorded: " + error_text(e)); }
+      }
     }
     if (!node) {
       lock.unlock();
-      return boxed(ks, args...);  // reports the failure as any traced call's
+      return boxed(ks, args...);  // the kernel failed: reported as any traced call's failure
     }
     mark_phase(st, node);
     ++tls_unboxed_calls;
-    if constexpr (std::is_same_v<Ret, at::Tensor>) {
+    if constexpr (std::is_same_v<Ret, at::Tensor&>) {
+      as_traced(*written)->set_value(node->output(0));
+      return *written;
+    } else if constexpr (std::is_same_v<Ret, at::Tensor>) {
       return wrap_unboxed_result(*result, node->output(0), tensors, trace);
     } else {
       return std::apply(
@@ -908,6 +933,17 @@ struct UnboxedKernel<Op, Ret(Args...)> {
             return Ret{wrap_unboxed_result(r, node->output(i++), tensors, trace)...};
           },
           *result);
+    }
+  }
+
+ private:
+  // What holds the kernel's result: a reference for an in-place op.
+  using Held = std::conditional_t<std::is_reference_v<Ret>, std::reference_wrapper<std::remove_reference_t<Ret>>, Ret>;
+  static const std::remove_reference_t<Ret>& returned(const Held& held) {
+    if constexpr (std::is_reference_v<Ret>) {
+      return held.get();
+    } else {
+      return held;
     }
   }
 };
@@ -983,6 +1019,12 @@ TORCH_LIBRARY_IMPL(aten, Fake, m) {
   AOTPIPE_UNBOXED(where_self, "where.self");
   AOTPIPE_UNBOXED(sum_dim_IntList, "sum.dim_IntList");
   AOTPIPE_UNBOXED(embedding, "embedding");
+  // In place (what dropout and residual connections record outside functionalization).
+  AOTPIPE_UNBOXED(add__Tensor, "add_.Tensor");
+  AOTPIPE_UNBOXED(mul__Tensor, "mul_.Tensor");
+  AOTPIPE_UNBOXED(div__Scalar, "div_.Scalar");
+  AOTPIPE_UNBOXED(relu_, "relu_");
+  AOTPIPE_UNBOXED(bernoulli__float, "bernoulli_.float");
   // What the backward of the ops above records.
   AOTPIPE_UNBOXED(threshold_backward, "threshold_backward");
   AOTPIPE_UNBOXED(hardtanh_backward, "hardtanh_backward");
