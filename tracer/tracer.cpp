@@ -849,6 +849,8 @@ template <class Ret>
 c10::SmallVector<at::Tensor, 3> results_of(const Ret& r) {
   if constexpr (std::is_same_v<Ret, at::Tensor>) {
     return {r};
+  } else if constexpr (std::is_same_v<Ret, std::vector<at::Tensor>>) {
+    return c10::SmallVector<at::Tensor, 3>(r.begin(), r.end());
   } else {
     return std::apply([](const auto&... t) { return c10::SmallVector<at::Tensor, 3>{t...}; }, r);
   }
@@ -926,6 +928,12 @@ struct UnboxedKernel<Op, Ret(Args...)> {
       return *written;
     } else if constexpr (std::is_same_v<Ret, at::Tensor>) {
       return wrap_unboxed_result(*result, node->output(0), tensors, trace);
+    } else if constexpr (std::is_same_v<Ret, std::vector<at::Tensor>>) {
+      std::vector<at::Tensor> outer;
+      outer.reserve(result->size());
+      for (std::size_t i = 0; i < result->size(); ++i)
+        outer.push_back(wrap_unboxed_result((*result)[i], node->output(i), tensors, trace));
+      return outer;
     } else {
       return std::apply(
           [&](const auto&... r) {
@@ -984,6 +992,8 @@ TORCH_LIBRARY_IMPL(aten, Fake, m) {
   AOTPIPE_UNBOXED(squeeze_dim, "squeeze.dim");
   AOTPIPE_UNBOXED(select_int, "select.int");
   AOTPIPE_UNBOXED(slice_Tensor, "slice.Tensor");
+  AOTPIPE_UNBOXED(split_Tensor, "split.Tensor");
+  AOTPIPE_UNBOXED(unbind_int, "unbind.int");
   AOTPIPE_UNBOXED(alias, "alias");
   AOTPIPE_UNBOXED(add_Tensor, "add.Tensor");
   AOTPIPE_UNBOXED(sub_Tensor, "sub.Tensor");
