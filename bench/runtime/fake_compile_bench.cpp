@@ -52,12 +52,6 @@ zoo::ZooModel model_named(const std::string& name, int64_t batch) {
   throw std::invalid_argument("no zoo model " + name);
 }
 
-TensorList examples_of(const zoo::ZooModel& model) {
-  TensorList args;
-  for (const TensorMeta& meta : model.inputs) args.push_back(metadata_example(meta));
-  return args;
-}
-
 // The examples with requires_grad off: what the trace column traces (a forward, no autograd).
 TensorList no_grad_examples_of(const zoo::ZooModel& model) {
   TensorList args;
@@ -82,7 +76,7 @@ TensorList meta_inputs(const zoo::ZooModel& model, bool with_grad) {
 // Child mode: one model at one batch; prints "compile_ms rss_before_mib peak_rss_mib fallback_calls".
 int run_one(const std::string& name, int64_t batch) {
   const zoo::ZooModel model = model_named(name, batch);
-  const TensorList args = examples_of(model);
+  const TensorList args = zoo::metadata_examples(model);
   compile(model.name, model.fn, args, compile_config);  // warm-up: first-call costs (op lookup, kernels' statics)
   const double before = peak_rss_mib();
   std::size_t fallbacks = 0;
@@ -115,7 +109,7 @@ OneResult spawn_one(const std::string& self, const std::string& name, int64_t ba
 // alike), one compile at a time; the median of each.
 std::array<double, 2> side_by_side_ms(const std::string& name) {
   const zoo::ZooModel small = model_named(name, 1), large = model_named(name, 256);
-  const TensorList small_args = examples_of(small), large_args = examples_of(large);
+  const TensorList small_args = zoo::metadata_examples(small), large_args = zoo::metadata_examples(large);
   auto compile_small = [&] { (void)compile(small.name, small.fn, small_args, compile_config); };
   auto compile_large = [&] { (void)compile(large.name, large.fn, large_args, compile_config); };
   return bench::interleaved_median_ms(repeats, /*batch_ms=*/0, compile_small, compile_large);
@@ -167,7 +161,7 @@ void floor_table() {
       const zoo::ZooModel& model = models[m];
       Row& row = rows[m];
       const TensorList plain = meta_inputs(model, false);
-      const TensorList examples = examples_of(model), no_grad_examples = no_grad_examples_of(model);
+      const TensorList examples = zoo::metadata_examples(model), no_grad_examples = no_grad_examples_of(model);
       // Forward: the program on meta tensors vs its fake trace. Joint: forward + backward on meta
       // tensors vs the whole compile. Measured side by side, and so are the added ops' four.
       auto floor_fw = [&] {
@@ -238,7 +232,7 @@ int main(int argc, char** argv) {
   // the forward on plain meta tensors, what the trace column is compared with).
   if (args.size() >= 4 && args[0] == "--loop") {
     const zoo::ZooModel model = model_named(args[2], 32);
-    const TensorList examples = examples_of(model), no_grad_examples = no_grad_examples_of(model);
+    const TensorList examples = zoo::metadata_examples(model), no_grad_examples = no_grad_examples_of(model);
     const TensorList plain = meta_inputs(model, false);
     (void)trace_program(model.fn, no_grad_examples);  // loads aotpipe's Meta kernels, which the floor uses too
     for (int i = 0, n = std::stoi(args[3]); i < n; ++i) {

@@ -1,5 +1,7 @@
 #include "model_zoo.h"
 
+#include <aotpipe/graph/example_tensor.h>
+
 #include <ATen/ATen.h>
 
 #include <cmath>
@@ -403,6 +405,12 @@ std::vector<ZooModel> all_models(int64_t batch, c10::Device device) {
           unet_up_block(batch, device),        vit_b16_encoder_layer(batch, device), bert_layer(batch, device),
           gpt2_block_with_loss(batch, device), llama_block(batch, device),           lstm_regressor(batch, device),
           adam_foreach_step(batch, device)};
+}
+
+TensorList metadata_examples(const ZooModel& model) {
+  TensorList args;
+  for (const TensorMeta& meta : model.inputs) args.push_back(metadata_example(meta));
+  return args;
 }
 
 }  // namespace aotpipe::zoo

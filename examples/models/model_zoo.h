@@ -57,4 +57,7 @@ ZooModel adam_foreach_step(int64_t batch, c10::Device device = c10::kCPU);
 // Every model above at `batch`.
 std::vector<ZooModel> all_models(int64_t batch, c10::Device device = c10::kCPU);
 
+// The model's inputs as metadata_example() tensors (no memory of their size).
+TensorList metadata_examples(const ZooModel& model);
+
 }  // namespace aotpipe::zoo

@@ -18,12 +18,6 @@
 namespace aotpipe {
 namespace {
 
-TensorList metadata_examples(const zoo::ZooModel& model) {
-  TensorList args;
-  for (const TensorMeta& meta : model.inputs) args.push_back(metadata_example(meta));
-  return args;
-}
-
 // Real inputs of the model's metadata: random floats, small valid indices, a {0, -1e4} mask.
 TensorList real_inputs(const zoo::ZooModel& model) {
   TensorList args;
@@ -66,7 +60,7 @@ TEST_P(ZooTest, CompilesWithoutCpuFallbackOnCpuAndCuda) {
     for (int64_t batch : {1, 256}) {
       const zoo::ZooModel model = model_named(GetParam(), batch, device);
       SCOPED_TRACE(fmt::format("{} batch {} on {}", model.name, batch, device.str()));
-      CompileOutput out = compile(model.name, model.fn, metadata_examples(model), fake_only());
+      CompileOutput out = compile(model.name, model.fn, zoo::metadata_examples(model), fake_only());
       EXPECT_TRUE(out.state()->cpu_fallbacks.empty());
       const bool training = out.state()->traced.training();
       const bool optimizer_step = model.name == "adam_foreach_step";

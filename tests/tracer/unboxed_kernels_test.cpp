@@ -18,18 +18,12 @@
 namespace aotpipe {
 namespace {
 
-TensorList examples_of(const zoo::ZooModel& model) {
-  TensorList args;
-  for (const TensorMeta& meta : model.inputs) args.push_back(metadata_example(meta));
-  return args;
-}
-
 enum class Kind { Forward, ForwardFunctionalized, Joint };
 
 std::string trace_text(const zoo::ZooModel& model, Kind kind) {
   TraceOptions options;
   options.functionalize = kind != Kind::Forward;
-  const TensorList examples = examples_of(model);
+  const TensorList examples = zoo::metadata_examples(model);
   TraceResult r =
       kind == Kind::Joint ? trace_joint(model.fn, examples, options) : trace_program(model.fn, examples, options);
   EXPECT_TRUE(r.cpu_fallbacks.empty()) << model.name;
