@@ -816,13 +816,11 @@ Argument graph_argument(const Arg& arg) {
   }
 }
 
-// An argument as the kernel sees it: tracing tensors replaced by their inner tensors (`Declared`
-// is the kernel's parameter type: a written tensor is handed over mutable).
-template <class Declared, class Arg>
+// An argument as the kernel sees it: tracing tensors replaced by their inner tensors (mutable,
+// for a kernel that writes its argument).
+template <class Arg>
 decltype(auto) inner_argument(const Arg& arg) {
-  if constexpr (std::is_same_v<Declared, at::Tensor&>) {
-    return (static_cast<TracingTensorImpl*>(arg.unsafeGetTensorImpl())->inner());
-  } else if constexpr (std::is_same_v<Arg, at::Tensor>) {
+  if constexpr (std::is_same_v<Arg, at::Tensor>) {
     return (as_traced(arg)->inner());
   } else if constexpr (std::is_same_v<Arg, std::optional<at::Tensor>>) {
     return arg && arg->defined() ? std::optional<at::Tensor>(as_traced(*arg)->inner()) : arg;
@@ -845,14 +843,15 @@ void refresh_written(const Arg& arg) {
     static_cast<TracingTensorImpl*>(arg.unsafeGetTensorImpl())->refresh();
 }
 
-template <class Ret>
-c10::SmallVector<at::Tensor, 3> results_of(const Ret& r) {
+// Calls `f` on each tensor of a kernel's result (a tensor, a list, a tuple), in order.
+template <class Ret, class F>
+void for_each_result(const Ret& r, F&& f) {
   if constexpr (std::is_same_v<Ret, at::Tensor>) {
-    return {r};
+    f(r);
   } else if constexpr (std::is_same_v<Ret, std::vector<at::Tensor>>) {
-    return c10::SmallVector<at::Tensor, 3>(r.begin(), r.end());
+    for (const at::Tensor& t : r) f(t);
   } else {
-    return std::apply([](const auto&... t) { return c10::SmallVector<at::Tensor, 3>{t...}; }, r);
+    std::apply([&](const auto&... t) { (f(t), ...); }, r);
   }
 }
 
@@ -897,7 +896,7 @@ struct UnboxedKernel<Op, Ret(Args...)> {
       c10::impl::ExcludeDispatchKeyGuard guard{below_trace_keys()};
       try {
         detail::MetaDeviceHintScope hint(trace.device);
-        result.emplace(Op::call(inner_argument<Args>(args)...));
+        result.emplace(Op::call(inner_argument(args)...));
       } catch (const std::exception&) {}
       if constexpr (std::is_same_v<Ret, at::Tensor&>) {
         if (result && returned(*result).unsafeGetTensorImpl() != as_traced(*written)->inner().unsafeGetTensorImpl())
@@ -910,8 +909,8 @@ struct UnboxedKernel<Op, Ret(Args...)> {
         (graph_args.push_back(graph_argument(args)), ...);
         std::vector<OutputSpec> specs;
         specs.reserve(3);
-        for (const at::Tensor& r : results_of(returned(*result)))
-          fill_output_spec(specs.emplace_back(), r, trace.device);
+        for_each_result(returned(*result),
+                        [&](const at::Tensor& r) { fill_output_spec(specs.emplace_back(), r, trace.device); });
         try {
           node = st.graph.add_call(op, std::move(graph_args), std::move(specs));
         } catch (const std::exception& e) { fail(qualified_name(op), "cannot be recorded: " + error_text(e)); }
