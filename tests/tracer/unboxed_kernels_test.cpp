@@ -1,5 +1,5 @@
 // The tracer records the frequent functional ops through unboxed kernels and everything else
-// through its boxed fallback (tracer.cpp). Which path a call takes must not change the trace: for
+// through its boxed fallback (fallback.cpp). Which path a call takes must not change the trace: for
 // every model of the zoo, on the CPU and (fake) on a CUDA device, forward and joint, plain and
 // functionalized, the graph traced normally equals, as text, the graph traced with every call
 // sent to the fallback; and the unboxed kernels did record part of it.

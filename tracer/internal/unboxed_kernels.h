@@ -1,5 +1,5 @@
 #pragma once
-// The tracer's unboxed kernels (tracer.cpp): the frequent functional ops recorded without boxing
+// The tracer's unboxed kernels (unboxed_kernels.cpp): the frequent functional ops recorded without boxing
 // their arguments. What a trace records must not depend on which path a call took; tests check
 // that with these.
 #include <cstddef>

@@ -1,0 +1,124 @@
+// Decompositions above autograd, for tracing tensors only (their autograd key is
+// AutogradPrivateUse1): ops whose eager kernel hides a mutation or a backend's choice, rewritten
+// as PyTorch's decompositions for AOTAutograd rewrite them.
+#include <aotpipe/tracer/internal/tracing_tensor.h>
+
+#include <ATen/ATen.h>
+#include <ATen/ops/lstm_native.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <tuple>
+#include <vector>
+
+namespace aotpipe::detail {
+
+void link_autograd_decompositions() {}
+
+namespace {
+
+// C++'s batch_norm (what torch::nn::BatchNorm*d calls) reaches aten::native_batch_norm, which
+// updates running_mean/running_var in place although its schema does not say so: functionalization
+// would miss the mutation and leave it in the graph as a hidden side effect on the inputs. PyTorch
+// decomposes the op on the Autograd key for AOTAutograd into _native_batch_norm_legit*, whose
+// schemas declare the mutation (torch/_decomp/decompositions.py, native_batch_norm_decomposition);
+// so do we, for tracing tensors only (their autograd key is AutogradPrivateUse1).
+std::tuple<at::Tensor, at::Tensor, at::Tensor> traced_native_batch_norm(const at::Tensor& input,
+                                                                        const std::optional<at::Tensor>& weight,
+                                                                        const std::optional<at::Tensor>& bias,
+                                                                        const std::optional<at::Tensor>& running_mean,
+                                                                        const std::optional<at::Tensor>& running_var,
+                                                                        bool training, double momentum, double eps) {
+  const bool has_mean = running_mean && running_mean->defined();
+  const bool has_var = running_var && running_var->defined();
+  if (!has_mean && !has_var) return at::_native_batch_norm_legit(input, weight, bias, training, momentum, eps);
+  TORCH_CHECK(has_mean && has_var,
+              "native_batch_norm: running_mean and running_var must both be given or both be None");
+  at::Tensor mean = *running_mean;
+  at::Tensor var = *running_var;
+  if (training) return at::_native_batch_norm_legit(input, weight, bias, mean, var, training, momentum, eps);
+  return at::_native_batch_norm_legit_no_training(input, weight, bias, mean, var, momentum, eps);
+}
+
+// On a CUDA tensor, batch_norm picks cudnn_batch_norm, which has no Meta or CPU kernel and hides
+// the same running-stat update: PyTorch decomposes it on the Autograd key into native_batch_norm
+// (torch/_decomp/decompositions.py, cudnn_batch_norm), and so do we, with the same extra result.
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> traced_cudnn_batch_norm(
+    const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+    const std::optional<at::Tensor>& running_mean, const std::optional<at::Tensor>& running_var, bool training,
+    double exponential_average_factor, double epsilon) {
+  auto [out, mean, invstd] = traced_native_batch_norm(input, weight, bias, running_mean, running_var, training,
+                                                      exponential_average_factor, epsilon);
+  at::Tensor reserve = input.new_zeros({0}, input.options().dtype(at::kByte));
+  if (training) return {out, mean, invstd, reserve};
+  return {out, weight.new_zeros({0}), weight.new_zeros({0}), reserve};
+}
+
+// aten::lstm picks a fused backend kernel (mkldnn_rnn_layer on the CPU, _cudnn_rnn on CUDA)
+// whose workspace size only the backend library knows. PyTorch decomposes it on the Autograd key
+// into per-step cell ops (torch/_decomp/decompositions.py, lstm_impl with one_layer_lstm), so the
+// traced graph is plain ATen and fake-traceable; so do we. Projections (proj_size) keep the
+// backend path. Dropout between layers is applied in training, as eager does.
+std::tuple<at::Tensor, at::Tensor> traced_lstm_layer(const at::Tensor& input, const at::Tensor& h0,
+                                                     const at::Tensor& c0, at::ArrayRef<at::Tensor> params,
+                                                     bool has_biases, bool reverse) {
+  const at::Tensor& ih_weight = params[0];
+  const at::Tensor& hh_weight = params[1];
+  std::optional<at::Tensor> ih_bias, hh_bias;
+  if (has_biases) ih_bias = params[2], hh_bias = params[3];
+  at::Tensor hx = h0.unsqueeze(0), cx = c0.unsqueeze(0);
+  at::Tensor precomputed = at::linear(input, ih_weight, ih_bias);
+  if (reverse) precomputed = precomputed.flip(0);
+  std::vector<at::Tensor> steps;
+  for (const at::Tensor& step_input : precomputed.unbind(0)) {
+    auto gates = (at::linear(hx, hh_weight, hh_bias) + step_input).chunk(4, 2);
+    at::Tensor cy = gates[1].sigmoid() * cx + gates[0].sigmoid() * gates[2].tanh();
+    hx = gates[3].sigmoid() * cy.tanh();
+    cx = cy;
+    steps.push_back(hx);
+  }
+  if (reverse) std::reverse(steps.begin(), steps.end());
+  return {at::cat(steps, 0), at::stack({hx.squeeze(0), cx.squeeze(0)})};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> traced_lstm(const at::Tensor& input, at::TensorList hx,
+                                                           at::TensorList params, bool has_biases, int64_t num_layers,
+                                                           double dropout, bool train, bool bidirectional,
+                                                           bool batch_first) {
+  TORCH_CHECK(hx.size() == 2, "lstm expects two hidden states, got ", hx.size());
+  const std::size_t group = has_biases ? 4 : 2;
+  const int64_t directions = bidirectional ? 2 : 1;
+  if (hx[0].size(2) != hx[1].size(2)) {
+    // Projections: libtorch's own composite, whose ops still go through autograd (excluding the
+    // autograd key around at::lstm instead would record them without gradients).
+    return at::native::lstm(input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first);
+  }
+  TORCH_CHECK(params.size() == group * static_cast<std::size_t>(num_layers * directions), "lstm: expected ",
+              group * num_layers * directions, " parameters, got ", params.size());
+  at::Tensor layer_input = batch_first ? input.transpose(0, 1) : input;
+  std::vector<at::Tensor> final_h, final_c;
+  for (int64_t layer = 0; layer < num_layers; ++layer) {
+    std::vector<at::Tensor> outputs;
+    for (int64_t direction = 0; direction < directions; ++direction) {
+      const int64_t index = layer * directions + direction;
+      auto [out, state] = traced_lstm_layer(layer_input, hx[0][index], hx[1][index], params.slice(index * group, group),
+                                            has_biases, direction == 1);
+      outputs.push_back(out);
+      final_h.push_back(state[0]);
+      final_c.push_back(state[1]);
+    }
+    layer_input = bidirectional ? at::cat(outputs, outputs[0].dim() - 1) : outputs[0];
+    if (dropout != 0 && train && layer < num_layers - 1) layer_input = at::dropout(layer_input, dropout, true);
+  }
+  at::Tensor output = batch_first ? layer_input.transpose(0, 1) : layer_input;
+  return {output, at::stack(final_h, 0), at::stack(final_c, 0)};
+}
+
+TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
+  m.impl("native_batch_norm", TORCH_FN(traced_native_batch_norm));
+  m.impl("cudnn_batch_norm", TORCH_FN(traced_cudnn_batch_norm));
+  m.impl("lstm.input", TORCH_FN(traced_lstm));
+}
+
+}  // namespace
+}  // namespace aotpipe::detail
