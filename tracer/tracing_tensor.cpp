@@ -83,9 +83,8 @@ const OpTraits& traits_of(const c10::OperatorHandle& op) {
   t.foreach_inplace = detail::is_foreach_inplace(*key);
   t.foreach_pointwise = detail::is_foreach_pointwise(*key);
   t.unboxed = !t.data_dependent && !t.composite_implicit && !t.foreach_inplace && !t.foreach_pointwise &&
-              std::all_of(t.args.begin(), t.args.end(), [](const ArgPlan& a) {
-                return a.kind == ArgKind::Tensor || (a.kind == ArgKind::Other && !a.written);
-              });
+              std::none_of(t.args.begin(), t.args.end(),
+                           [](const ArgPlan& a) { return a.written && a.kind != ArgKind::Tensor; });
   auto& slot = cache[key];
   if (!slot) slot = std::make_unique<OpTraits>();
   *slot = std::move(t);  // in place: a reference to an older entry here stays valid

@@ -3,14 +3,17 @@
 // The fallback (fallback.cpp) is boxed: each traced call is packed into IValues on its way in (a list of
 // sizes becomes a c10::List) and unpacked again for the kernel it runs. For the ops that make up
 // most of a model's trace, an unboxed kernel at the same key records the same node without either
-// trip when the call is the plain case: every tensor argument a tracing tensor of one live trace,
-// all on one device, the op functional with a kernel for the trace's mode, no decompositions.
+// trip when the call is the plain case: every tensor argument (list elements included) a tracing
+// tensor of one live trace, all on one device, the op functional with a kernel for the trace's
+// mode, no decompositions. A factory (no tensor argument) records on the mode's trace; a `device`
+// argument decides the results' device and, in a fake trace, reaches the kernel as meta.
 // It runs the op on the inner tensors through its unboxed entry point, then records and wraps as
 // the fallback does. Any other call, and any call whose kernel or recording fails, goes to the
 // fallback, boxed, which handles it or names what is wrong; the graph is the same either way.
 #include <aotpipe/tracer/internal/tracing_tensor.h>
 #include <aotpipe/tracer/internal/unboxed_kernels.h>
 
+#include <aotpipe/tracer/internal/fake_device_guard.h>
 #include <aotpipe/tracer/internal/meta_kernels.h>
 
 #include <ATen/Operators.h>
@@ -37,7 +40,7 @@ thread_local bool tls_unboxed_off = false;  // detail::UnboxedKernelsOff
 thread_local std::size_t tls_unboxed_calls = 0;
 
 UnboxedTrace unboxed_trace_of(const c10::OperatorHandle& op, const OpTraits& traits,
-                              c10::ArrayRef<const at::Tensor*> tensors) {
+                              c10::ArrayRef<const at::Tensor*> tensors, std::optional<c10::Device> explicit_device) {
   UnboxedTrace found;
   if (!traits.unboxed || tls_unboxed_off) return found;
   for (const at::Tensor* t : tensors) {
@@ -51,7 +54,12 @@ UnboxedTrace unboxed_trace_of(const c10::OperatorHandle& op, const OpTraits& tra
       return {};  // the fallback names the leaked tensor, or sorts out the devices
     }
   }
-  if (!found.owner) return {};
+  if (!found.owner) {
+    // No tensor: a factory, recorded on the mode's trace (none: not part of a program).
+    if (!tls_current_trace) return {};
+    found.owner = &tls_current_owner;
+  }
+  if (explicit_device) found.device = *explicit_device;  // it wins, as in eager
   const TraceState* st = found.owner->get();
   if (st->finished || (tls_current_trace && tls_current_trace != st) || !st->options.decompositions.empty() ||
       (st->fake() && !traits.meta_or_composite()) || missing_backend_kernel(op, found.device))
@@ -59,11 +67,29 @@ UnboxedTrace unboxed_trace_of(const c10::OperatorHandle& op, const OpTraits& tra
   return found;
 }
 
+// Tensor list arguments as the kernels take them (Tensor[]).
+template <class Arg>
+constexpr bool is_tensor_list = std::is_same_v<Arg, at::ITensorListRef> || std::is_same_v<Arg, at::TensorList>;
+
 template <class Arg>
 void collect_tensor(c10::SmallVectorImpl<const at::Tensor*>& tensors, const Arg& arg) {
-  if constexpr (std::is_same_v<Arg, at::Tensor>) tensors.push_back(&arg);
-  if constexpr (std::is_same_v<Arg, std::optional<at::Tensor>>)
+  if constexpr (std::is_same_v<Arg, at::Tensor>) {
+    tensors.push_back(&arg);
+  } else if constexpr (std::is_same_v<Arg, std::optional<at::Tensor>>) {
     tensors.push_back(arg && arg->defined() ? &*arg : nullptr);  // composites pass undefined ones for None
+  } else if constexpr (is_tensor_list<Arg>) {
+    for (const at::Tensor& t : arg) tensors.push_back(&t);  // an undefined element goes to the fallback
+  } else {
+    static_assert(!std::is_same_v<Arg, c10::List<std::optional<at::Tensor>>>, "Tensor?[]: the fallback's case");
+  }
+}
+
+// The `device` argument, when one is given.
+template <class Arg>
+void collect_device(std::optional<c10::Device>& device, const Arg& arg) {
+  if constexpr (std::is_same_v<Arg, c10::Device>) device = arg;
+  if constexpr (std::is_same_v<Arg, std::optional<c10::Device>>)
+    if (arg) device = *arg;
 }
 
 // An argument as the graph records it (what the fallback records for its boxed form).
@@ -73,19 +99,32 @@ Argument graph_argument(const Arg& arg) {
     return Argument(as_traced(arg)->value());
   } else if constexpr (std::is_same_v<Arg, std::optional<at::Tensor>>) {
     return arg && arg->defined() ? Argument(as_traced(*arg)->value()) : Argument::none();
+  } else if constexpr (is_tensor_list<Arg>) {
+    ValueList values;
+    for (const at::Tensor& t : arg) values.values.push_back(as_traced(t)->value());
+    return Argument(std::move(values));
   } else {
     return Argument(c10::IValue(arg));
   }
 }
 
 // An argument as the kernel sees it: tracing tensors replaced by their inner tensors (mutable,
-// for a kernel that writes its argument).
+// for a kernel that writes its argument); in a fake trace, a device given is meta.
 template <class Arg>
-decltype(auto) inner_argument(const Arg& arg) {
+decltype(auto) inner_argument(const Arg& arg, bool fake) {
   if constexpr (std::is_same_v<Arg, at::Tensor>) {
     return (as_traced(arg)->inner());
   } else if constexpr (std::is_same_v<Arg, std::optional<at::Tensor>>) {
     return arg && arg->defined() ? std::optional<at::Tensor>(as_traced(*arg)->inner()) : arg;
+  } else if constexpr (is_tensor_list<Arg>) {
+    std::vector<at::Tensor> inner;  // lives to the end of the kernel's call expression
+    inner.reserve(arg.size());
+    for (const at::Tensor& t : arg) inner.push_back(as_traced(t)->inner());
+    return inner;
+  } else if constexpr (std::is_same_v<Arg, c10::Device>) {
+    return fake ? c10::Device(c10::kMeta) : arg;
+  } else if constexpr (std::is_same_v<Arg, std::optional<c10::Device>>) {
+    return fake && arg ? std::optional<c10::Device>(c10::kMeta) : arg;
   } else {
     return (arg);
   }
@@ -145,7 +184,9 @@ struct UnboxedKernel<Op, Ret(Args...)> {
     const c10::OperatorHandle& op = handle();
     c10::SmallVector<const at::Tensor*, 4> tensors;
     (collect_tensor(tensors, args), ...);
-    const UnboxedTrace trace = unboxed_trace_of(op, traits_of(op), tensors);
+    std::optional<c10::Device> explicit_device;
+    (collect_device(explicit_device, args), ...);
+    const UnboxedTrace trace = unboxed_trace_of(op, traits_of(op), tensors, explicit_device);
     if (!trace.owner) return boxed(ks, args...);
     TraceState& st = **trace.owner;
     std::unique_lock lock(st.mutex);
@@ -157,8 +198,9 @@ struct UnboxedKernel<Op, Ret(Args...)> {
     {
       c10::impl::ExcludeDispatchKeyGuard guard{below_trace_keys()};
       try {
-        detail::MetaDeviceHintScope hint(trace.device);
-        result.emplace(Op::call(inner_argument(args)...));
+        if (explicit_device && st.fake()) install_fake_device_guard(explicit_device->type());
+        MetaDeviceHintScope hint(trace.device);
+        result.emplace(Op::call(inner_argument(args, st.fake())...));
       } catch (const std::exception&) {}
       if constexpr (std::is_same_v<Ret, at::Tensor&>) {
         if (result && returned(*result).unsafeGetTensorImpl() != as_traced(*written)->inner().unsafeGetTensorImpl())
@@ -235,8 +277,8 @@ void link_unboxed_kernels() {}
 
 namespace {
 
-// The ops recorded by unboxed kernels: the views, arithmetic, matrix products, activations and
-// normalizations that most of a model's trace is made of.
+// The ops recorded by unboxed kernels: the views, arithmetic, matrix products, activations,
+// normalizations, factories and joins that most of a model's trace is made of.
 #define AOTPIPE_UNBOXED(op, name) m.impl(name, TORCH_FN(UnboxedKernel<at::_ops::op>::call))
 TORCH_LIBRARY_IMPL(aten, Fake, m) {
   AOTPIPE_UNBOXED(view, "view");
@@ -286,12 +328,30 @@ TORCH_LIBRARY_IMPL(aten, Fake, m) {
   AOTPIPE_UNBOXED(where_self, "where.self");
   AOTPIPE_UNBOXED(sum_dim_IntList, "sum.dim_IntList");
   AOTPIPE_UNBOXED(embedding, "embedding");
+  AOTPIPE_UNBOXED(add_Scalar, "add.Scalar");
+  AOTPIPE_UNBOXED(sub_Scalar, "sub.Scalar");
+  AOTPIPE_UNBOXED(mul_Scalar, "mul.Scalar");
+  AOTPIPE_UNBOXED(div_Scalar, "div.Scalar");
+  AOTPIPE_UNBOXED(fill_Scalar, "fill.Scalar");
+  AOTPIPE_UNBOXED(_reshape_alias, "_reshape_alias");
+  AOTPIPE_UNBOXED(roll, "roll");
+  AOTPIPE_UNBOXED(upsample_bilinear2d, "upsample_bilinear2d");
+  AOTPIPE_UNBOXED(reflection_pad2d, "reflection_pad2d");
+  AOTPIPE_UNBOXED(nll_loss2d_forward, "nll_loss2d_forward");
+  AOTPIPE_UNBOXED(mse_loss, "mse_loss");
+  AOTPIPE_UNBOXED(bernoulli_p, "bernoulli.p");
+  AOTPIPE_UNBOXED(_native_batch_norm_legit_functional, "_native_batch_norm_legit_functional");
+  AOTPIPE_UNBOXED(_scaled_dot_product_flash_attention_for_cpu, "_scaled_dot_product_flash_attention_for_cpu");
   // In place (what dropout and residual connections record outside functionalization).
   AOTPIPE_UNBOXED(add__Tensor, "add_.Tensor");
   AOTPIPE_UNBOXED(mul__Tensor, "mul_.Tensor");
   AOTPIPE_UNBOXED(div__Scalar, "div_.Scalar");
   AOTPIPE_UNBOXED(relu_, "relu_");
   AOTPIPE_UNBOXED(bernoulli__float, "bernoulli_.float");
+  AOTPIPE_UNBOXED(add__Scalar, "add_.Scalar");
+  AOTPIPE_UNBOXED(sub__Tensor, "sub_.Tensor");
+  AOTPIPE_UNBOXED(mul__Scalar, "mul_.Scalar");
+  AOTPIPE_UNBOXED(fill__Scalar, "fill_.Scalar");
   // What the backward of the ops above records.
   AOTPIPE_UNBOXED(threshold_backward, "threshold_backward");
   AOTPIPE_UNBOXED(hardtanh_backward, "hardtanh_backward");
@@ -305,6 +365,41 @@ TORCH_LIBRARY_IMPL(aten, Fake, m) {
   AOTPIPE_UNBOXED(max_pool2d_with_indices_backward, "max_pool2d_with_indices_backward");
   AOTPIPE_UNBOXED(nll_loss_backward, "nll_loss_backward");
   AOTPIPE_UNBOXED(native_dropout_backward, "native_dropout_backward");
+  AOTPIPE_UNBOXED(native_batch_norm_backward, "native_batch_norm_backward");
+  AOTPIPE_UNBOXED(hardswish_backward, "hardswish_backward");
+  AOTPIPE_UNBOXED(hardsigmoid_backward, "hardsigmoid_backward");
+  AOTPIPE_UNBOXED(embedding_dense_backward, "embedding_dense_backward");
+  AOTPIPE_UNBOXED(_adaptive_avg_pool2d_backward, "_adaptive_avg_pool2d_backward");
+  AOTPIPE_UNBOXED(select_backward, "select_backward");
+  AOTPIPE_UNBOXED(upsample_bilinear2d_backward, "upsample_bilinear2d_backward");
+  AOTPIPE_UNBOXED(reflection_pad2d_backward, "reflection_pad2d_backward");
+  AOTPIPE_UNBOXED(nll_loss2d_backward, "nll_loss2d_backward");
+  AOTPIPE_UNBOXED(mse_loss_backward, "mse_loss_backward");
+  AOTPIPE_UNBOXED(_scaled_dot_product_flash_attention_for_cpu_backward,
+                  "_scaled_dot_product_flash_attention_for_cpu_backward");
+  // Lists of tensors.
+  AOTPIPE_UNBOXED(cat, "cat");
+  AOTPIPE_UNBOXED(stack, "stack");
+  // Factories and the ops that take a device (the mode's trace; a device given decides).
+  AOTPIPE_UNBOXED(empty_memory_format, "empty.memory_format");
+  AOTPIPE_UNBOXED(empty_strided, "empty_strided");
+  AOTPIPE_UNBOXED(zeros, "zeros");
+  AOTPIPE_UNBOXED(ones, "ones");
+  AOTPIPE_UNBOXED(full, "full");
+  AOTPIPE_UNBOXED(arange, "arange");
+  AOTPIPE_UNBOXED(arange_start, "arange.start");
+  AOTPIPE_UNBOXED(arange_start_step, "arange.start_step");
+  AOTPIPE_UNBOXED(scalar_tensor, "scalar_tensor");
+  AOTPIPE_UNBOXED(empty_like, "empty_like");
+  AOTPIPE_UNBOXED(zeros_like, "zeros_like");
+  AOTPIPE_UNBOXED(ones_like, "ones_like");
+  AOTPIPE_UNBOXED(full_like, "full_like");
+  AOTPIPE_UNBOXED(new_empty, "new_empty");
+  AOTPIPE_UNBOXED(new_empty_strided, "new_empty_strided");
+  AOTPIPE_UNBOXED(new_zeros, "new_zeros");
+  AOTPIPE_UNBOXED(new_ones, "new_ones");
+  AOTPIPE_UNBOXED(new_full, "new_full");
+  AOTPIPE_UNBOXED(_to_copy, "_to_copy");
 }
 #undef AOTPIPE_UNBOXED
 

@@ -183,7 +183,7 @@ struct OpTraits {
   bool cpu_kernel = false;
   bool foreach_inplace = false;       // detail::is_foreach_inplace
   bool foreach_pointwise = false;     // detail::is_foreach_pointwise
-  bool unboxed = false;               // an unboxed kernel may record it (no list or device argument)
+  bool unboxed = false;               // an unboxed kernel may record it (writes no list or non-tensor)
   c10::SmallVector<ArgPlan, 8> args;  // one per schema argument
   bool meta_or_composite() const { return meta || composite_explicit; }
   bool cpu_or_composite_explicit() const { return cpu_kernel || composite_explicit; }  // the CPU fallback can run it
