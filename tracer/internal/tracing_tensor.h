@@ -76,13 +76,15 @@ class TracingTensorImpl final : public c10::TensorImpl {
     // ATen (options(), *_like, _to_copy with a dtype only) and user code see what eager sees.
     // The backward still runs on the calling thread: traces disable autograd multithreading.
     device_opt_ = logical_device_;
-    refresh();
+    copy_inner_metadata();
   }
 
-  // Re-reads sizes/strides/offset (and storage) after an op that may have changed them.
+  // Re-reads sizes/strides/offset (and storage) after an op that may have changed them, with the
+  // check set_sizes_and_strides makes (a detached tensor's metadata may not change).
   void refresh() {
+    TORCH_CHECK(allow_tensor_metadata_change(), "set_sizes_and_strides ", err_msg_tensor_metadata_change_not_allowed);
     if (!storage_.is_alias_of(inner_.storage())) storage_ = inner_.storage();
-    set_sizes_and_strides(inner_.sizes(), inner_.strides(), inner_.storage_offset());
+    copy_inner_metadata();
   }
 
   const at::Tensor& inner() const { return inner_; }
@@ -116,6 +118,21 @@ class TracingTensorImpl final : public c10::TensorImpl {
   }
 
  private:
+  // The inner tensor's sizes, strides, offset and contiguity, copied: the kernel that made it
+  // computed the contiguity already (set_sizes_and_strides would compute it once more).
+  void copy_inner_metadata() {
+    c10::TensorImpl& in = *inner_.unsafeGetTensorImpl();
+    sizes_and_strides_ = in.sizes_and_strides();
+    storage_offset_ = in.storage_offset();
+    numel_ = in.numel();
+    is_contiguous_ = in.is_contiguous();
+    is_channels_last_contiguous_ = in.is_contiguous(at::MemoryFormat::ChannelsLast);
+    is_channels_last_3d_contiguous_ = in.is_contiguous(at::MemoryFormat::ChannelsLast3d);
+    is_channels_last_ = in.is_strides_like_channels_last();
+    is_channels_last_3d_ = in.is_strides_like_channels_last_3d();
+    is_non_overlapping_and_dense_ = in.is_non_overlapping_and_dense();
+  }
+
   template <class VersionCounter>
   c10::intrusive_ptr<c10::TensorImpl> copy_impl(VersionCounter&& version_counter, bool allow_change) const {
     auto impl = c10::make_intrusive<TracingTensorImpl>(inner_, state_, value_, logical_device_);
