@@ -30,6 +30,17 @@ using namespace detail;
 // ---------------------------------------------------------------------------------------------
 // Driving a trace.
 
+// The inner tensor of a fake trace's input: what at::empty({0}, meta).set_(base, ...) builds, made
+// directly with the example's metadata. This runs for every input of every trace: the two trips
+// through the dispatcher were a fifth of the metadata trace of a small graph.
+class InputMetaImpl final : public CopiedMetadataImpl {
+ public:
+  InputMetaImpl(c10::Storage storage, c10::TensorImpl& example)
+      : CopiedMetadataImpl(std::move(storage), c10::DispatchKeySet(c10::DispatchKey::Meta), example.dtype()) {
+    copy_metadata_from(example);
+  }
+};
+
 class ModeScope {
  public:
   ModeScope(const std::shared_ptr<TraceState>& st)
@@ -95,10 +106,10 @@ struct Tracer {
     TORCH_CHECK(st->fake() || !is_metadata_example(x), "aotpipe::trace: example input '", name,
                 "' is a metadata example (it has no data); TraceMode::Real needs real tensors");
     install_fake_device_guard(x.device().type());
-    TensorMeta meta;
-    fill_meta(meta, x, x.device());
-    meta.requires_grad = x.requires_grad();
-    Value* v = st->graph.add_input(name, std::move(meta));
+    std::optional<TensorMeta> meta(std::in_place);  // filled in place: each move copies its sizes and strides
+    fill_meta(*meta, x, x.device());
+    meta->requires_grad = x.requires_grad();
+    Value* v = st->graph.add_input(name, ValueType::Tensor, std::move(meta));
     // The same tensor twice: one tracing tensor, as AOTAutograd's to_fun memo does.
     auto [seen, fresh] = seen_inputs.emplace(x.unsafeGetTensorImpl(), traced_inputs.size());
     if (!fresh) {
@@ -113,12 +124,7 @@ struct Tracer {
       if (!base)
         base = c10::Storage(c10::Storage::use_byte_size_t(), x.storage().nbytes(), c10::GetAllocator(c10::kMeta),
                             /*resizable=*/true);
-      // What at::empty({0}, meta).set_(base, ...) builds, made directly: this runs for every
-      // input of every trace, and the two trips through the dispatcher were a fifth of the
-      // metadata trace of a small graph.
-      inner = at::detail::make_tensor<c10::TensorImpl>(c10::Storage(base), c10::DispatchKeySet(c10::DispatchKey::Meta),
-                                                       x.dtype());
-      inner.unsafeGetTensorImpl()->set_sizes_and_strides(x.sizes(), x.strides(), x.storage_offset());
+      inner = at::detail::make_tensor<InputMetaImpl>(c10::Storage(base), *x.unsafeGetTensorImpl());
     } else {
       if (!base) {
         // A private copy: the trace must not modify the caller's tensors.

@@ -64,10 +64,32 @@ extern thread_local std::shared_ptr<TraceState> tls_current_owner;  // the same 
 // The tracing tensor.
 inline const c10::DispatchKeySet kTracingKeys({kTraceKey, c10::DispatchKey::PrivateUse1});
 
-class TracingTensorImpl final : public c10::TensorImpl {
+// A TensorImpl that takes another's sizes, strides, offset and contiguity as they are: whoever made
+// the other (a kernel, an example) computed the contiguity already, which set_sizes_and_strides
+// would compute once more for every tensor of every trace.
+class CopiedMetadataImpl : public c10::TensorImpl {
+ public:
+  using c10::TensorImpl::TensorImpl;
+
+ protected:
+  void copy_metadata_from(c10::TensorImpl& src) {
+    sizes_and_strides_.set_sizes(src.sizes());  // the accessors: right for any layout policy
+    sizes_and_strides_.set_strides(src.strides());
+    storage_offset_ = src.storage_offset();
+    numel_ = src.numel();
+    is_contiguous_ = src.is_contiguous();
+    is_channels_last_contiguous_ = src.is_contiguous(at::MemoryFormat::ChannelsLast);
+    is_channels_last_3d_contiguous_ = src.is_contiguous(at::MemoryFormat::ChannelsLast3d);
+    is_channels_last_ = src.is_strides_like_channels_last();
+    is_channels_last_3d_ = src.is_strides_like_channels_last_3d();
+    is_non_overlapping_and_dense_ = src.is_non_overlapping_and_dense();
+  }
+};
+
+class TracingTensorImpl final : public CopiedMetadataImpl {
  public:
   TracingTensorImpl(at::Tensor inner, std::shared_ptr<TraceState> state, Value* value, c10::Device logical_device)
-      : c10::TensorImpl(c10::Storage(inner.storage()), kTracingKeys, inner.dtype()),
+      : CopiedMetadataImpl(c10::Storage(inner.storage()), kTracingKeys, inner.dtype()),
         inner_(std::move(inner)),
         state_(std::move(state)),
         value_(value),
@@ -118,20 +140,7 @@ class TracingTensorImpl final : public c10::TensorImpl {
   }
 
  private:
-  // The inner tensor's sizes, strides, offset and contiguity, copied: the kernel that made it
-  // computed the contiguity already (set_sizes_and_strides would compute it once more).
-  void copy_inner_metadata() {
-    c10::TensorImpl& in = *inner_.unsafeGetTensorImpl();
-    sizes_and_strides_ = in.sizes_and_strides();
-    storage_offset_ = in.storage_offset();
-    numel_ = in.numel();
-    is_contiguous_ = in.is_contiguous();
-    is_channels_last_contiguous_ = in.is_contiguous(at::MemoryFormat::ChannelsLast);
-    is_channels_last_3d_contiguous_ = in.is_contiguous(at::MemoryFormat::ChannelsLast3d);
-    is_channels_last_ = in.is_strides_like_channels_last();
-    is_channels_last_3d_ = in.is_strides_like_channels_last_3d();
-    is_non_overlapping_and_dense_ = in.is_non_overlapping_and_dense();
-  }
+  void copy_inner_metadata() { copy_metadata_from(*inner_.unsafeGetTensorImpl()); }
 
   template <class VersionCounter>
   c10::intrusive_ptr<c10::TensorImpl> copy_impl(VersionCounter&& version_counter, bool allow_change) const {
