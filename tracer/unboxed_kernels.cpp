@@ -1,7 +1,7 @@
 // Unboxed kernels for the most frequent functional ops (tracer/internal/unboxed_kernels.h).
 //
-// The fallback (fallback.cpp) is boxed: each traced call is packed into IValues on its way in (a list of
-// sizes becomes a c10::List) and unpacked again for the kernel it runs. For the ops that make up
+// The fallback (fallback.cpp) is boxed: each traced call is packed into IValues on its way in (a
+// list of sizes becomes a c10::List) and unpacked again for the kernel it runs. For the ops that make up
 // most of a model's trace, an unboxed kernel at the same key records the same node without either
 // trip when the call is the plain case: every tensor argument (list elements included) a tracing
 // tensor of one live trace, all on one device, the op functional with a kernel for the trace's
@@ -29,8 +29,8 @@
 namespace aotpipe::detail {
 namespace {
 
-// The trace of a call that may take the unboxed path (null: take the fallback), its first
-// tracing tensor and the device of its results.
+// The trace of a call that may take the unboxed path (null: take the fallback), as the owning
+// pointer its results will hold, and the device of its results.
 struct UnboxedTrace {
   const std::shared_ptr<TraceState>* owner = nullptr;
   c10::Device device{c10::kCPU};
