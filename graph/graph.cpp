@@ -300,6 +300,11 @@ Node* Graph::add_call(std::string_view qualified_name, std::vector<Argument> arg
 
 Node* Graph::add_call(const c10::OperatorHandle& op, std::vector<Argument> args, std::vector<OutputSpec> outputs,
                       Node* before) {
+  return add_call(op, std::move(args), std::span<OutputSpec>(outputs), before);
+}
+
+Node* Graph::add_call(const c10::OperatorHandle& op, std::vector<Argument> args, std::span<OutputSpec> outputs,
+                      Node* before) {
   const auto& schema = op.schema();
   auto node = new_node(NodeKind::Call);
   node->op_ = op;
@@ -332,7 +337,6 @@ Node* Graph::add_call(const c10::OperatorHandle& op, std::vector<Argument> args,
       throw GraphError(
           fmt::format("{}: {} outputs described, the schema returns {}", describe(), outputs.size(), types.size()));
   }
-  outputs.resize(types.size());
   // Named values are in the name index, which views their names: nothing may fail once the
   // first is made but a duplicate name, after which the names made so far leave the index.
   if (before) (void)index_of(before);
@@ -340,8 +344,9 @@ Node* Graph::add_call(const c10::OperatorHandle& op, std::vector<Argument> args,
   node->outputs_.reserve(types.size());
   try {
     for (std::size_t i = 0; i < types.size(); ++i) {
-      OutputSpec& spec = outputs[i];
-      Value* v = new_value(std::move(spec.name), spec.type.value_or(types[i]), std::move(spec.meta), base);
+      Value* v = outputs.empty() ? new_value({}, types[i], std::optional<TensorMeta>(), base)
+                                 : new_value(std::move(outputs[i].name), outputs[i].type.value_or(types[i]),
+                                             std::move(outputs[i].meta), base);
       v->producer_ = node.get();
       v->output_index_ = i;
       node->outputs_.push_back(v);

@@ -47,6 +47,9 @@ class Value {
   // Null when the value is not a tensor or its metadata is unknown.
   const TensorMeta* meta() const { return meta_ ? &*meta_ : nullptr; }
   void set_meta(TensorMeta meta) { meta_ = std::move(meta); }
+  // Fresh default metadata, to be filled in place: a TensorMeta moved in copies its sizes and
+  // strides (held in place), which a tracer would otherwise do for every value it records.
+  TensorMeta& emplace_meta() { return meta_.emplace(); }
   // The node that defines this value; null for graph inputs.
   Node* producer() const { return producer_; }
   std::size_t output_index() const { return output_index_; }
@@ -243,6 +246,10 @@ class Graph {
   // arguments take their schema defaults; a missing argument without default is an error.
   // An op returning `Tensor[]` needs `outputs` to say how many values it defines.
   Node* add_call(const c10::OperatorHandle& op, std::vector<Argument> args, std::vector<OutputSpec> outputs = {},
+                 Node* before = nullptr);
+  // The same, with the outputs described in the caller's storage (names and metadata are moved
+  // out of it): a tracer records every op this way, without a vector to allocate per call.
+  Node* add_call(const c10::OperatorHandle& op, std::vector<Argument> args, std::span<OutputSpec> outputs,
                  Node* before = nullptr);
   Node* add_call(std::string_view qualified_name, std::vector<Argument> args, std::vector<OutputSpec> outputs = {},
                  Node* before = nullptr);

@@ -19,7 +19,9 @@
 
 #include <boost/unordered/unordered_flat_map.hpp>
 
+#include <charconv>
 #include <mutex>
+#include <string_view>
 
 namespace aotpipe {
 namespace {
@@ -98,7 +100,7 @@ struct Tracer {
   }
 
   // A graph input from an example tensor (fake: a view of one fake storage per real storage).
-  at::Tensor add_input(const std::string& name, const at::Tensor& x) {
+  at::Tensor add_input(std::string name, const at::Tensor& x) {
     c10::impl::ExcludeDispatchKeyGuard guard{below_trace_keys()};
     TORCH_CHECK(x.defined(), "aotpipe::trace: example input '", name, "' is undefined");
     TORCH_CHECK(!as_traced(x) && !fimpl::isFunctionalTensor(x), "aotpipe::trace: example input '", name,
@@ -106,10 +108,10 @@ struct Tracer {
     TORCH_CHECK(st->fake() || !is_metadata_example(x), "aotpipe::trace: example input '", name,
                 "' is a metadata example (it has no data); TraceMode::Real needs real tensors");
     install_fake_device_guard(x.device().type());
-    std::optional<TensorMeta> meta(std::in_place);  // filled in place: each move copies its sizes and strides
-    fill_meta(*meta, x, x.device());
-    meta->requires_grad = x.requires_grad();
-    Value* v = st->graph.add_input(name, ValueType::Tensor, std::move(meta));
+    Value* v = st->graph.add_input(std::move(name), ValueType::Tensor);
+    TensorMeta& meta = v->emplace_meta();  // filled in place: each move copies its sizes and strides
+    fill_meta(meta, x, x.device());
+    meta.requires_grad = x.requires_grad();
     // The same tensor twice: one tracing tensor, as AOTAutograd's to_fun memo does.
     auto [seen, fresh] = seen_inputs.emplace(x.unsafeGetTensorImpl(), traced_inputs.size());
     if (!fresh) {
@@ -284,9 +286,13 @@ struct Tracer {
   }
 };
 
-std::string input_name(const TraceOptions& options, std::size_t i, const char* prefix, std::size_t base) {
+std::string input_name(const TraceOptions& options, std::size_t i, std::string_view prefix, std::size_t base) {
   if (i < options.input_names.size()) return options.input_names[i];
-  return std::string(prefix) + std::to_string(i + base);
+  char digits[24];
+  const auto end = std::to_chars(digits, digits + sizeof digits, i + base).ptr;
+  std::string name;
+  name.reserve(prefix.size() + static_cast<std::size_t>(end - digits));
+  return name.append(prefix).append(digits, end);
 }
 
 template <class F>

@@ -211,13 +211,16 @@ struct UnboxedKernel<Op, Ret(Args...)> {
         std::vector<Argument> graph_args;
         graph_args.reserve(sizeof...(Args));
         (graph_args.push_back(graph_argument(args)), ...);
-        std::vector<OutputSpec> specs;
-        specs.reserve(3);
-        for_each_result(returned(*result),
-                        [&](const at::Tensor& r) { fill_output_spec(specs.emplace_back(), r, trace.device); });
+        // The schema gives the results' types; a Tensor[] result's count is told. Their metadata
+        // is filled in place below.
+        c10::SmallVector<OutputSpec, 1> list_results;
+        if constexpr (std::is_same_v<Ret, std::vector<at::Tensor>>) list_results.resize(result->size());
         try {
-          node = st.graph.add_call(op, std::move(graph_args), std::move(specs));
+          node = st.graph.add_call(op, std::move(graph_args), std::span<OutputSpec>(list_results));
         } catch (const std::exception& e) { fail(qualified_name(op), "cannot be recorded: " + error_text(e)); }
+        std::size_t i = 0;
+        for_each_result(returned(*result),
+                        [&](const at::Tensor& r) { fill_value_meta(*node->output(i++), r, trace.device); });
       }
     }
     if (!node) {

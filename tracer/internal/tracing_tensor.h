@@ -236,6 +236,12 @@ inline void fill_output_spec(OutputSpec& spec, const at::Tensor& t, c10::Device 
   spec.type = ValueType::Tensor;
 }
 
+// The recorded metadata of a tensor result, filled in place in its graph value (none for an
+// undefined one).
+inline void fill_value_meta(Value& value, const at::Tensor& t, c10::Device device) {
+  if (t.defined()) fill_meta(value.emplace_meta(), t, device);
+}
+
 // Marks a node recorded during a backward (or the backward phase of a joint trace).
 void mark_phase(TraceState& st, Node* node);
 
