@@ -1,4 +1,6 @@
 #include <aotpipe/graph/graph.h>
+
+#include <aotpipe/graph/array_cache.h>
 #include <aotpipe/graph/printer.h>
 
 #include <ATen/core/Tensor.h>
@@ -114,7 +116,10 @@ struct Graph::NameIndex {
     }
   };
   // Keys view Value::name_ of the value they map to (values are never moved).
-  boost::unordered_flat_map<std::string_view, Value*, Hash, std::equal_to<>> values;
+  // Its arrays are recycled per thread (graph/array_cache.h): they grow with every trace.
+  boost::unordered_flat_map<std::string_view, Value*, Hash, std::equal_to<>,
+                            RecyclingAllocator<std::pair<const std::string_view, Value*>>>
+      values;
   // The next suffix per fresh-name hint. A graph uses few hints (one per kind of op), so they
   // sit inline and are found by a linear scan; past kInlineHints they move to a hash table. A
   // table per graph was a heap allocation of a kilobyte on every trace.

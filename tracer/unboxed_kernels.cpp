@@ -166,6 +166,12 @@ struct UnboxedKernel<Op, Ret(Args...)> {
     return op;
   }
 
+  // Looked up once per thread: traits_of keeps each op's entry where it first put it.
+  static const OpTraits& traits() {
+    thread_local const OpTraits* const traits = &traits_of(handle());
+    return *traits;
+  }
+
   static Ret boxed(c10::DispatchKeySet ks, Args... args) {
     torch::jit::Stack stack;
     stack.reserve(sizeof...(Args));
@@ -186,7 +192,7 @@ struct UnboxedKernel<Op, Ret(Args...)> {
     (collect_tensor(tensors, args), ...);
     std::optional<c10::Device> explicit_device;
     (collect_device(explicit_device, args), ...);
-    const UnboxedTrace trace = unboxed_trace_of(op, traits_of(op), tensors, explicit_device);
+    const UnboxedTrace trace = unboxed_trace_of(op, traits(), tensors, explicit_device);
     if (!trace.owner) return boxed(ks, args...);
     TraceState& st = **trace.owner;
     std::unique_lock lock(st.mutex);

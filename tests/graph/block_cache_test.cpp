@@ -1,9 +1,12 @@
 // graph/block_cache.h: freed blocks of a class's size come back to the thread that freed them,
 // other sizes and sanitizer builds pass through to the global allocator, a thread's cache is
 // bounded, and blocks may be freed on another thread than the one that made them.
+// graph/array_cache.h (the name index's arrays): the same, by array size.
+#include <aotpipe/graph/array_cache.h>
 #include <aotpipe/graph/block_cache.h>
 #include <aotpipe/graph/tensor_meta.h>
 
+#include <boost/unordered/unordered_flat_map.hpp>
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -83,6 +86,46 @@ TEST(BlockCache, BlocksFreedOnAnotherThreadAndThreadsThatExit) {
     int sum = 0;
     for (Widget* w : made_there) sum += w->value, delete w;
     EXPECT_EQ(sum, 49 * 50 / 2);
+  }
+}
+
+TEST(ArrayCache, FreedArraysComeBackBySize) {
+  if (!AOTPIPE_BLOCK_CACHE_ENABLED) GTEST_SKIP() << "sanitizer build: the cache is bypassed by design";
+  void* a = ArrayCache::allocate(3000);
+  ArrayCache::deallocate(a, 3000);
+  void* b = ArrayCache::allocate(3000);
+  EXPECT_EQ(b, a) << "the array just freed is handed out again for the same size";
+  void* c = ArrayCache::allocate(3000);  // none of that size left: a new one
+  EXPECT_NE(c, b);
+  ArrayCache::deallocate(b, 3000);
+  ArrayCache::deallocate(c, 3000);  // both kept now
+  void* d = ArrayCache::allocate(5000);
+  EXPECT_NE(d, b) << "an array of another size was handed out";
+  EXPECT_NE(d, c) << "an array of another size was handed out";
+  ArrayCache::deallocate(d, 5000);
+  ArrayCache::deallocate(ArrayCache::allocate(3000), 3000);
+}
+
+TEST(ArrayCache, TablesGrowAndDieOnAnyThread) {
+  // What the name index does: a table grows (each step frees the smaller array), is read, and is
+  // destroyed, here and on other threads; every entry reads back, under sanitizer builds too.
+  using Table = boost::unordered_flat_map<int, int, boost::hash<int>, std::equal_to<>,
+                                          RecyclingAllocator<std::pair<const int, int>>>;
+  for (int round = 0; round < 3; ++round) {
+    auto table = std::make_unique<Table>();
+    for (int i = 0; i < 5000; ++i) table->emplace(i, 2 * i);
+    std::thread other([&] {
+      Table copy = *table;  // arrays of the other thread's cache
+      table.reset();        // this thread's arrays, freed there
+      long sum = 0;
+      for (const auto& [k, v] : copy) sum += v - 2 * k;
+      EXPECT_EQ(sum, 0);
+      EXPECT_EQ(copy.size(), 5000u);
+    });
+    other.join();
+    Table again;
+    for (int i = 0; i < 5000; ++i) again.emplace(i, i);
+    EXPECT_EQ(again.at(4999), 4999);
   }
 }
 
