@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <cstdint>
 #include <cstring>
@@ -127,9 +128,21 @@ struct Graph::NameIndex {
    public:
     std::size_t& operator[](std::string_view hint) {
       if (!table_.empty()) return in_table(hint);
-      for (auto& [name, next] : inline_)
-        if (name == hint) return next;
-      if (inline_.size() < kInlineHints) return inline_.emplace_back(std::string(hint), 0).second;
+      // A tracer names every result after its op's schema name, the same string each time: a
+      // small table by the hint's address finds its entry without the scan (the text is still
+      // compared, an address may be reused by another string).
+      std::uint8_t& recent = recent_[(reinterpret_cast<std::uintptr_t>(hint.data()) >> 3) % recent_.size()];
+      if (recent != 0 && inline_[recent - 1].first == hint) return inline_[recent - 1].second;
+      for (std::size_t i = 0; i < inline_.size(); ++i)
+        if (inline_[i].first == hint) {
+          recent = static_cast<std::uint8_t>(i + 1);
+          return inline_[i].second;
+        }
+      if (inline_.size() < kInlineHints) {
+        inline_.emplace_back(std::string(hint), 0);
+        recent = static_cast<std::uint8_t>(inline_.size());
+        return inline_.back().second;
+      }
       for (auto& [name, next] : inline_) table_.emplace(std::move(name), next);
       inline_.clear();
       return in_table(hint);
@@ -141,8 +154,9 @@ struct Graph::NameIndex {
       if (it == table_.end()) it = table_.emplace(std::string(hint), 0).first;
       return it->second;
     }
-    static constexpr std::size_t kInlineHints = 32;
+    static constexpr std::size_t kInlineHints = 32;  // below 256: recent_ holds an index + 1 in a byte
     c10::SmallVector<std::pair<std::string, std::size_t>, 8> inline_;
+    std::array<std::uint8_t, 32> recent_{};  // 0: none
     boost::unordered_flat_map<std::string, std::size_t, Hash, std::equal_to<>> table_;
   };
   HintCounters counters;
@@ -471,7 +485,8 @@ void Graph::fresh_name_into(std::string& out, std::string_view hint, Take&& take
   if (hint.empty()) hint = "v";
   std::size_t& next = names().counters[hint];
   do {
-    out.assign(hint);
+    out.clear();  // then appended to: cheaper than assign's general replace, for every value
+    out.append(hint);
     if (next != 0) {
       char digits[24];
       const auto end = std::to_chars(digits, digits + sizeof digits, next).ptr;

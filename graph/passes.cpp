@@ -16,9 +16,9 @@ std::size_t eliminate_dead_code(Graph& graph) {
   auto nodes = graph.nodes();
   for (std::size_t i = nodes.size(); i-- > 0;) {
     Node* node = nodes[i];
-    bool is_live = node->has_side_effects();
+    bool is_live = false;
     for (Value* v : node->outputs()) is_live = is_live || live[v->id()];
-    if (!is_live) {
+    if (!is_live && !node->has_side_effects()) {  // the schema is read only for an unused node
       dead.push_back(node);
       continue;
     }

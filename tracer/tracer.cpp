@@ -41,6 +41,20 @@ class InputMetaImpl final : public CopiedMetadataImpl {
       : CopiedMetadataImpl(std::move(storage), c10::DispatchKeySet(c10::DispatchKey::Meta), example.dtype()) {
     copy_metadata_from(example);
   }
+
+  // A trace frees its inputs together, as it does its tracing tensors (graph/block_cache.h).
+  static void* operator new(std::size_t size) { return BlockCache<InputMetaImpl>::allocate(size); }
+  static void operator delete(void* p, std::size_t size) { BlockCache<InputMetaImpl>::deallocate(p, size); }
+};
+
+// The fake storage of a fake trace's input: a meta StorageImpl, freed with the trace's inputs.
+class FakeInputStorage final : public c10::StorageImpl {
+ public:
+  explicit FakeInputStorage(std::size_t nbytes)
+      : c10::StorageImpl(use_byte_size_t(), static_cast<int64_t>(nbytes), c10::GetAllocator(c10::kMeta),
+                         /*resizable=*/true) {}
+  static void* operator new(std::size_t size) { return BlockCache<FakeInputStorage>::allocate(size); }
+  static void operator delete(void* p, std::size_t size) { BlockCache<FakeInputStorage>::deallocate(p, size); }
 };
 
 class ModeScope {
@@ -123,9 +137,7 @@ struct Tracer {
     auto& base = storages[x.storage().unsafeGetStorageImpl()];
     at::Tensor inner;
     if (st->fake()) {
-      if (!base)
-        base = c10::Storage(c10::Storage::use_byte_size_t(), x.storage().nbytes(), c10::GetAllocator(c10::kMeta),
-                            /*resizable=*/true);
+      if (!base) base = c10::Storage(c10::make_intrusive<FakeInputStorage>(x.storage().nbytes()));
       inner = at::detail::make_tensor<InputMetaImpl>(c10::Storage(base), *x.unsafeGetTensorImpl());
     } else {
       if (!base) {
