@@ -402,22 +402,28 @@ void trace_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*ks*/, t
 
   // Record the node.
   const c10::Device device = devices.result();
-  std::vector<OutputSpec> specs;
-  specs.reserve(stack->size() - ret_first);  // a list result makes more, rarely
+  // One description per value (a list result defines one per element), types from the schema;
+  // the tensors' metadata is filled in place once the node exists, as the unboxed kernels do.
+  c10::SmallVector<OutputSpec, 3> specs;
   for (std::size_t i = ret_first; i < stack->size(); ++i) {
     const auto& r = (*stack)[i];
-    if (r.isTensor()) {
-      fill_output_spec(specs.emplace_back(), r.toTensor(), device);
-    } else if (r.isTensorList()) {
-      for (const at::Tensor& t : r.toTensorList()) fill_output_spec(specs.emplace_back(), t, device);
-    } else {
-      specs.emplace_back();  // a number: type from the schema
-    }
+    specs.resize(specs.size() + (r.isTensorList() ? r.toTensorList().size() : 1));
   }
   Node* node = nullptr;
   try {
-    node = st->graph.add_call(op, std::move(graph_args), std::move(specs));
+    node = st->graph.add_call(op, std::move(graph_args), std::span<OutputSpec>(specs));
   } catch (const std::exception& e) { fail(qualified_name(op), "cannot be recorded: " + error_text(e)); }
+  std::size_t value_index = 0;
+  for (std::size_t i = ret_first; i < stack->size(); ++i) {
+    const auto& r = (*stack)[i];
+    if (r.isTensor()) {
+      fill_value_meta(*node->output(value_index++), r.toTensor(), device);
+    } else if (r.isTensorList()) {
+      for (const at::Tensor& t : r.toTensorList()) fill_value_meta(*node->output(value_index++), t, device);
+    } else {
+      ++value_index;  // a number
+    }
+  }
   mark_phase(*st, node);
 
   // Wrap the outputs; in-place and out= results hand back the outer tensor they wrote.

@@ -229,13 +229,6 @@ std::optional<std::string> missing_backend_kernel(const c10::OperatorHandle& op,
 // The graph value of a closed-over real tensor: a named constant, one per tensor.
 Value* constant_value(TraceState& st, const at::Tensor& t);
 
-// The recorded output of a tensor result, on the results' device; filled in place (each move of
-// a TensorMeta copies its in-place sizes and strides).
-inline void fill_output_spec(OutputSpec& spec, const at::Tensor& t, c10::Device device) {
-  if (t.defined()) fill_meta(spec.meta.emplace(), t, device);
-  spec.type = ValueType::Tensor;
-}
-
 // The recorded metadata of a tensor result, filled in place in its graph value (none for an
 // undefined one).
 inline void fill_value_meta(Value& value, const at::Tensor& t, c10::Device device) {
