@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <unordered_set>
 
 namespace aotpipe {
@@ -34,9 +35,19 @@ std::optional<std::size_t> written_input(const Node& node, const std::unordered_
   return std::nullopt;
 }
 
+// A view op (every result aliases an argument without writing it) launches no kernel.
+bool is_view(const Node& node) {
+  const auto& returns = node.schema().returns();
+  return !returns.empty() && std::all_of(returns.begin(), returns.end(), [](const c10::Argument& r) {
+    return r.alias_info() && !r.alias_info()->isWrite();
+  });
+}
+
 std::optional<std::string> node_refusal(const Graph& graph) {
   const std::unordered_set<const Value*> inputs(graph.inputs().begin(), graph.inputs().end());
+  bool launches_kernels = false;
   for (const Node* node : graph.nodes()) {
+    launches_kernels = launches_kernels || (node->is_call() && !is_view(*node));
     if (!node->is_call()) {  // a tensor constant: a 0-dim CPU one is a scalar, fixed at capture as it should be
       const TensorMeta* meta = node->output()->meta();
       if (meta && !meta->device.is_cuda() && !is_cpu_scalar(*meta))
@@ -59,10 +70,38 @@ std::optional<std::string> node_refusal(const Graph& graph) {
                          node->qualified_name(), out->name(), meta->device.str());
     }
   }
+  if (!launches_kernels) return "it launches no kernel (its results are views of its inputs): nothing to replay";
   return std::nullopt;
 }
 
+// The positions of an op's results that are its RNG state (philox seed and offset), made on the
+// host when it draws nothing, and the position of its dropout argument.
+struct HostRngState {
+  std::string_view op;
+  std::size_t first_result, last_result, dropout_arg;
+};
+constexpr HostRngState kHostRngState[] = {
+    {"aten::_scaled_dot_product_efficient_attention", 2, 3, 5},
+};
+
 }  // namespace
+
+std::vector<bool> unread_host_outputs(const Graph& graph) {
+  std::vector<bool> unread(graph.num_outputs(), false);
+  for (std::size_t k = 0; k < graph.num_outputs(); ++k) {
+    const Value* out = graph.outputs()[k];
+    const Node* node = out->producer();
+    if (!node || !node->is_call()) continue;
+    for (const HostRngState& rng : kHostRngState) {
+      if (node->qualified_name() != rng.op || out->output_index() < rng.first_result ||
+          out->output_index() > rng.last_result || node->args().size() <= rng.dropout_arg)
+        continue;
+      const Argument& dropout = node->args()[rng.dropout_arg];
+      unread[k] = dropout.is_constant() && dropout.constant().isDouble() && dropout.constant().toDouble() == 0.0;
+    }
+  }
+  return unread;
+}
 
 std::optional<std::string> cuda_graph_refusal(const Graph& graph) {
   if (auto why = input_refusal(graph)) return why;

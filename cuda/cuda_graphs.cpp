@@ -27,7 +27,8 @@ Compiler cuda_graphs(CudaGraphOptions options) {
           report_backend_note(fmt::format("cuda_graphs: graph '{}' runs in the interpreter: {}", graph.name(), *why));
           return [interpreter](TensorList args) { return interpreter->run(std::move(args)); };
         }
-        auto runner = std::make_shared<cuda_detail::GraphRunner>(interpreter, graph.name(), options);
+        auto runner =
+            std::make_shared<cuda_detail::GraphRunner>(interpreter, graph.name(), options, unread_host_outputs(graph));
         return [runner](TensorList args) { return (*runner)(std::move(args)); };
       });
 }

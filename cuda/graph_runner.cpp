@@ -39,9 +39,11 @@ struct CaptureRefused : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// A tensor over `storage` with `like`'s dtype, sizes and strides, starting `offset_bytes` in.
+// A tensor over `storage` (on its device) with `like`'s dtype, sizes and strides, starting
+// `offset_bytes` in.
 at::Tensor view_of_storage(const c10::Storage& storage, int64_t offset_bytes, const at::Tensor& like) {
-  at::Tensor view = at::detail::make_tensor<c10::TensorImpl>(c10::Storage(storage), like.key_set(), like.dtype());
+  const c10::DispatchKeySet keys(c10::computeDispatchKey(like.scalar_type(), like.layout(), storage.device()));
+  at::Tensor view = at::detail::make_tensor<c10::TensorImpl>(c10::Storage(storage), keys, like.dtype());
   view.unsafeGetTensorImpl()->set_sizes_and_strides(like.sizes(), like.strides(),
                                                     offset_bytes / static_cast<int64_t>(like.element_size()));
   return view;
@@ -85,7 +87,16 @@ class CapturedGraph {
     InputKind kind;
     at::Tensor tensor;  // in_place: the caller's tensor, held (its address is in the graph); else the static buffer
   };
-  enum class OutputKind : std::uint8_t { undefined, empty, alias_of_in_place_input, alias_of_copied_input, pooled };
+  // alias_of_copied_input: of a copied input or a CPU scalar (the caller's tensor is handed out).
+  // unread_host: RNG state no kernel reads, left on the host by the capture (unread_host_outputs).
+  enum class OutputKind : std::uint8_t {
+    undefined,
+    empty,
+    alias_of_in_place_input,
+    alias_of_copied_input,
+    pooled,
+    unread_host
+  };
   struct Output {
     OutputKind kind;
     at::Tensor captured;       // the static output: dtype, sizes, strides to hand out
@@ -99,7 +110,7 @@ class CapturedGraph {
   };
 
   static std::unique_ptr<CapturedGraph> capture(const Interpreter& interpreter, const TensorList& args,
-                                                const CudaGraphOptions& options);
+                                                const CudaGraphOptions& options, const std::vector<bool>& unread_host);
 
   ~CapturedGraph() {
     // A replay may still be running on some stream: its memory goes back to the allocator here.
@@ -113,7 +124,7 @@ class CapturedGraph {
  private:
   CapturedGraph() = default;
   void copy_in(const TensorList& args);
-  void plan_outputs(TensorList static_outputs);
+  void plan_outputs(TensorList static_outputs, const std::vector<bool>& unread_host);
   TensorList hand_out(const TensorList& args, CudaGraphOptions::Outputs mode) const;
 
   c10::Device device_{c10::kCUDA, 0};
@@ -127,7 +138,8 @@ class CapturedGraph {
 };
 
 std::unique_ptr<CapturedGraph> CapturedGraph::capture(const Interpreter& interpreter, const TensorList& args,
-                                                      const CudaGraphOptions& options) {
+                                                      const CudaGraphOptions& options,
+                                                      const std::vector<bool>& unread_host) {
   std::unique_ptr<CapturedGraph> self(new CapturedGraph());
   std::optional<c10::Device> device;
   for (std::size_t i = 0; i < args.size(); ++i) {
@@ -195,11 +207,11 @@ std::unique_ptr<CapturedGraph> CapturedGraph::capture(const Interpreter& interpr
   at::cuda::CUDAEvent captured;
   captured.record(side);
   captured.block(caller);
-  self->plan_outputs(std::move(static_outputs));
+  self->plan_outputs(std::move(static_outputs), unread_host);
   return self;
 }
 
-void CapturedGraph::plan_outputs(TensorList static_outputs) {
+void CapturedGraph::plan_outputs(TensorList static_outputs, const std::vector<bool>& unread_host) {
   std::map<const c10::StorageImpl*, std::size_t> group_of;
   std::vector<std::pair<int64_t, int64_t>> ranges;  // per group: [first byte, end byte)
   std::vector<c10::Storage> storages;
@@ -214,14 +226,17 @@ void CapturedGraph::plan_outputs(TensorList static_outputs) {
       auto input = std::find_if(inputs_.begin(), inputs_.end(), [&](const Input& in) {
         return in.tensor.defined() && in.tensor.storage().unsafeGetStorageImpl() == storage;
       });
-      if (input != inputs_.end() && input->kind == InputKind::cpu_scalar)
-        throw CaptureRefused(fmt::format("output {} aliases a 0-dim CPU input", k));
       if (input != inputs_.end() && input->kind == InputKind::in_place) {
         out.kind = OutputKind::alias_of_in_place_input;
       } else if (input != inputs_.end()) {
         out.kind = OutputKind::alias_of_copied_input;
         out.index = static_cast<std::size_t>(input - inputs_.begin());
         out.offset_bytes = start_byte(o) - start_byte(input->tensor);
+      } else if (o.device() != device_) {
+        if (k >= unread_host.size() || !unread_host[k])
+          throw CaptureRefused(
+              fmt::format("output {} is on {}: its kernel ran on the host, once, at capture", k, o.device().str()));
+        out.kind = OutputKind::unread_host;
       } else {
         auto [it, added] = group_of.emplace(storage, ranges.size());
         if (added) {
@@ -247,6 +262,9 @@ void CapturedGraph::plan_outputs(TensorList static_outputs) {
   }
   for (Output& out : outputs_)
     if (out.kind == OutputKind::pooled) out.offset_bytes = start_byte(out.captured) - ranges[out.index].first;
+  // At rest, only this object holds the static storages: the capture's own references go first.
+  static_outputs.clear();
+  storages.clear();
   for (Group& group : groups_) group.uses_at_rest = group.bytes.storage().use_count();
 }
 
@@ -317,6 +335,7 @@ TensorList CapturedGraph::hand_out(const TensorList& args, CudaGraphOptions::Out
       case OutputKind::empty:
         out.push_back(at::empty_strided(o.captured.sizes(), o.captured.strides(), o.captured.options()));
         break;
+      case OutputKind::unread_host: out.push_back(o.captured); break;
       case OutputKind::alias_of_in_place_input:
         out.push_back(view_of_storage(o.captured.storage(), start_byte(o.captured), o.captured));
         break;
@@ -346,8 +365,12 @@ TensorList CapturedGraph::replay(const TensorList& args, CudaGraphOptions::Outpu
   return out;
 }
 
-GraphRunner::GraphRunner(std::shared_ptr<const Interpreter> interpreter, std::string name, CudaGraphOptions options)
-    : interpreter_(std::move(interpreter)), name_(std::move(name)), options_(options) {}
+GraphRunner::GraphRunner(std::shared_ptr<const Interpreter> interpreter, std::string name, CudaGraphOptions options,
+                         std::vector<bool> unread_host_outputs)
+    : interpreter_(std::move(interpreter)),
+      name_(std::move(name)),
+      options_(options),
+      unread_host_outputs_(std::move(unread_host_outputs)) {}
 
 GraphRunner::~GraphRunner() = default;
 
@@ -360,7 +383,7 @@ TensorList GraphRunner::operator()(TensorList args) {
   std::unique_lock<std::mutex> lock(mutex_);
   if (!captured_ && !capture_refused_) {
     try {
-      captured_ = CapturedGraph::capture(*interpreter_, args, options_);
+      captured_ = CapturedGraph::capture(*interpreter_, args, options_, unread_host_outputs_);
       ++capture_count;
     } catch (const CaptureRefused& e) { capture_refused_ = e.what(); }
   }

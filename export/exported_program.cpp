@@ -5,6 +5,7 @@
 #include <aotpipe/graph/interpreter.h>
 
 #include <ATen/core/LegacyTypeDispatch.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -64,6 +65,9 @@ struct ExportedProgram::Impl {
   }
 
   std::shared_ptr<const Specialization> build(const SymbolValues& symbols) const {
+    // A build may happen inside the first call, and that call may be a trace: nothing it makes
+    // (the graph's constants) may be recorded into that trace and outlive it in the cache.
+    const c10::impl::ForceDispatchKeyGuard untraced(c10::default_included_set, c10::default_excluded_set);
     auto graph = std::make_shared<Graph>(pt2::import_graph(graph_json, graph_name(), symbols, where()));
     if (device) retarget_device(*graph, *device);
     return std::make_shared<const Specialization>(Specialization{graph, Interpreter(*graph)});
@@ -379,6 +383,14 @@ std::shared_ptr<ExportedProgram::Impl> ExportedProgram::load(const std::filesyst
 
   // Importing the graph at the sample sizes checks every node once, at load.
   impl->hinted = impl->build(hint_symbols(impl->graph_json, impl->user_inputs));
+  SizesKey hinted_sizes;  // what specialization() looks it up by: the user inputs' sizes
+  const Graph& hinted_graph = *impl->hinted->graph;
+  for (std::size_t i = hinted_graph.num_inputs() - impl->user_inputs.size(); i < hinted_graph.num_inputs(); ++i) {
+    const TensorMeta* meta = hinted_graph.input(i)->meta();
+    hinted_sizes.emplace_back(meta ? std::vector<int64_t>(meta->sizes.begin(), meta->sizes.end())
+                                   : std::vector<int64_t>{});
+  }
+  impl->specializations.emplace(std::move(hinted_sizes), impl->hinted);
   return impl;
 }
 

@@ -4,6 +4,10 @@
 #include <ATen/ATen.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
+#include <algorithm>
+#include <map>
+#include <vector>
+
 namespace aotpipe {
 namespace {
 
@@ -14,6 +18,41 @@ bool retarget_meta(Value* v, c10::Device device) {
   moved.device = device;
   v->set_meta(std::move(moved));
   return true;
+}
+
+// The CPU flash attention a graph recorded on the CPU has no kernel elsewhere: where only its
+// output is read, it becomes the scaled_dot_product_attention it came from, which picks the
+// device's own kernel in eager (as it picked this one on the CPU).
+std::size_t restore_attention(Graph& graph) {
+  std::vector<Node*> cpu_attention;
+  for (Node* node : graph.nodes())
+    if (node->is_call() && node->qualified_name() == "aten::_scaled_dot_product_flash_attention_for_cpu")
+      cpu_attention.push_back(node);
+  if (cpu_attention.empty()) return 0;
+  const auto uses = graph.compute_uses();
+  const auto outputs = graph.outputs();
+  std::size_t changes = 0;
+  for (Node* node : cpu_attention) {
+    Value* logsumexp = node->outputs()[1];
+    if (uses.count(logsumexp) || std::find(outputs.begin(), outputs.end(), logsumexp) != outputs.end()) continue;
+    auto arg = [node](std::string_view name) -> Argument {
+      const auto& formals = node->schema().arguments();
+      for (std::size_t a = 0; a < formals.size() && a < node->args().size(); ++a)
+        if (formals[a].name() == name) return node->args()[a];
+      return Argument::none();
+    };
+    Value* output = node->outputs()[0];
+    std::vector<OutputSpec> spec(1);
+    if (output->meta()) spec[0].meta = *output->meta();
+    Node* sdpa = graph.add_call(
+        "aten::scaled_dot_product_attention",
+        {arg("query"), arg("key"), arg("value"), arg("attn_mask"), arg("dropout_p"), arg("is_causal"), arg("scale")},
+        std::move(spec), node);
+    graph.replace_all_uses(output, sdpa->output());
+    graph.erase_node(node);
+    ++changes;
+  }
+  return changes;
 }
 
 }  // namespace
@@ -27,8 +66,17 @@ bool device_available(c10::Device device) {
 
 std::size_t retarget_device(Graph& graph, c10::Device device) {
   std::size_t changes = 0;
+  // A wrapped number (a Python scalar an importer passed for a Tensor parameter) is a CPU scalar
+  // on every device, as in eager: moved, it would lose its place in type promotion.
+  auto is_wrapped_number = [&graph](const std::string& key) {
+    auto it = graph.tensor_constants().find(key);
+    return it != graph.tensor_constants().end() && it->second.defined() &&
+           it->second.unsafeGetTensorImpl()->is_wrapped_number();
+  };
+  if (!device.is_cpu()) changes += restore_attention(graph);
   for (Value* in : graph.inputs()) changes += retarget_meta(in, device) ? 1 : 0;
   for (Node* node : graph.nodes()) {
+    if (!node->is_call() && is_wrapped_number(node->constant_name())) continue;
     for (Value* out : node->outputs()) changes += retarget_meta(out, device) ? 1 : 0;
     for (Argument& arg : node->args()) {
       if (arg.is_constant() && arg.constant().isDevice() && arg.constant().toDevice().is_cpu()) {
@@ -39,7 +87,7 @@ std::size_t retarget_device(Graph& graph, c10::Device device) {
   }
   const bool here = device_available(device);
   for (const auto& [key, tensor] : std::map<std::string, at::Tensor>(graph.tensor_constants())) {
-    if (!tensor.defined() || !tensor.device().is_cpu()) continue;
+    if (!tensor.defined() || !tensor.device().is_cpu() || tensor.unsafeGetTensorImpl()->is_wrapped_number()) continue;
     if (here) {
       graph.bind_constant(key, tensor.to(device));
     } else {

@@ -10,8 +10,11 @@ namespace aotpipe {
 
 // Every TensorMeta (inputs and node results) and every Device constant argument that names the
 // CPU now names `device`; values already on another device are left alone. Tensor constants are
-// moved to `device` when this machine has it and otherwise kept (a compile reads only their
-// metadata). Returns the number of changes.
+// moved to `device` when this machine has it and otherwise replaced by metadata examples (a
+// compile reads only their metadata); wrapped numbers (Python scalars passed for a Tensor
+// parameter) stay CPU scalars, as in eager. A CPU-only kernel the CPU picked for a composite op
+// (the CPU flash attention of scaled_dot_product_attention, its logsumexp unread) becomes that
+// op again, so the device picks its own. Returns the number of changes.
 std::size_t retarget_device(Graph& graph, c10::Device device);
 
 // True when this process can put tensors on `device` (CPU and meta always; cuda:N when a GPU

@@ -1,4 +1,5 @@
 #include <aotpipe/graph/interpreter.h>
+#include <aotpipe/graph/kernel_arguments.h>
 
 #include <ATen/core/Tensor.h>
 #include <ATen/core/stack.h>
@@ -108,7 +109,7 @@ Interpreter::Interpreter(const Graph& graph, InterpreterOptions options) {
         src.kind = ArgSource::Kind::Slot;
         src.read = read(arg.value());
       } else if (arg.is_constant()) {
-        src.constant = arg.constant();
+        src.constant = kernel_constant(arg.constant(), a < formals.size() ? &formals[a] : nullptr);
       } else {
         src.kind = a < formals.size() && is_optional_tensor_list(formals[a].type())
                        ? ArgSource::Kind::OptionalTensorList

@@ -1,4 +1,5 @@
 #include <aotpipe/graph/meta_propagation.h>
+#include <aotpipe/graph/kernel_arguments.h>
 
 #include <ATen/ATen.h>
 #include <ATen/core/stack.h>
@@ -34,7 +35,9 @@ void infer_node_meta(Node& node) {
     if (arg.is_value()) {
       stack.emplace_back(meta_tensor_of(node, arg.value()));
     } else if (arg.is_constant()) {
-      stack.push_back(arg.constant());
+      const auto& formals = node.schema().arguments();
+      const std::size_t a = static_cast<std::size_t>(&arg - node.args().data());
+      stack.push_back(kernel_constant(arg.constant(), a < formals.size() ? &formals[a] : nullptr));
     } else {
       bool optional = false;
       for (Value* v : arg.value_list().values) optional = optional || v == nullptr;

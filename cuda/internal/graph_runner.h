@@ -10,6 +10,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 namespace aotpipe::cuda_detail {
 
@@ -17,7 +18,10 @@ class CapturedGraph;  // cuda/graph_runner.cpp
 
 class GraphRunner {
  public:
-  GraphRunner(std::shared_ptr<const Interpreter> interpreter, std::string name, CudaGraphOptions options);
+  // unread_host_outputs: per output, whether the capture may leave it on the host
+  // (capture_safety.h's unread_host_outputs).
+  GraphRunner(std::shared_ptr<const Interpreter> interpreter, std::string name, CudaGraphOptions options,
+              std::vector<bool> unread_host_outputs);
   ~GraphRunner();
   GraphRunner(const GraphRunner&) = delete;
   GraphRunner& operator=(const GraphRunner&) = delete;
@@ -30,6 +34,7 @@ class GraphRunner {
   std::shared_ptr<const Interpreter> interpreter_;
   std::string name_;
   CudaGraphOptions options_;
+  std::vector<bool> unread_host_outputs_;
   std::mutex mutex_;  // guards everything below; held through a capture or a replay's launches
   std::unique_ptr<CapturedGraph> captured_;
   std::optional<std::string> capture_refused_;  // why the capture failed: every call interprets

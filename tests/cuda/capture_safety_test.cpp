@@ -7,6 +7,7 @@
 #include <aotpipe/runtime/aot_function.h>
 
 #include <ATen/ATen.h>
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -24,6 +25,29 @@ TEST(CudaGraphSafety, AcceptsAFunctionalGraphOnTheGpu) {
   return (%z))"),
             std::nullopt)
       << "a 0-dim CPU input is a scalar the runtime copies in; random ops replay with fresh draws";
+}
+
+// Memory-efficient attention returns its RNG state (philox seed, offset) on the host; without
+// dropout no kernel reads it, so a replay may hand out the capture's. With dropout it is refused.
+TEST(CudaGraphSafety, UnreadHostOutputsAreTheRngStateOfAttentionWithoutDropout) {
+  auto graph_with_dropout = [](const char* dropout) {
+    return parse_graph(fmt::format(R"(graph g(%q: f32[2, 4, 16, 32] device=cuda:0):
+  %o: f32[2, 4, 16, 32] device=cuda:0, %lse: f32[2, 4, 32] device=cuda:0, %seed: i64[] device=cuda:0, %offset: i64[] device=cuda:0 = aten::_scaled_dot_product_efficient_attention(%q, %q, %q, None, True, {}, True)
+  return (%o, %lse, %seed, %offset, %q))",
+                                   dropout));
+  };
+  EXPECT_EQ(cuda_graph_refusal(graph_with_dropout("0.0")), std::nullopt);
+  EXPECT_EQ(unread_host_outputs(graph_with_dropout("0.0")), (std::vector<bool>{false, false, true, true, false}));
+  EXPECT_EQ(unread_host_outputs(graph_with_dropout("0.1")), (std::vector<bool>(5, false)));
+}
+
+TEST(CudaGraphSafety, AGraphOfViewsHasNothingToReplay) {
+  auto why = refusal(R"(graph g(%x: f32[4, 8] device=cuda:0):
+  %t: f32[8, 4] device=cuda:0 = aten::t(%x)
+  %v: f32[32] device=cuda:0 = aten::view(%x, [32])
+  return (%t, %v, %x))");
+  ASSERT_TRUE(why);
+  EXPECT_THAT(*why, HasSubstr("launches no kernel"));
 }
 
 TEST(CudaGraphSafety, RefusesAnInputOffTheGpuNamingIt) {

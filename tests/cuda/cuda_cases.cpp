@@ -80,6 +80,25 @@ std::vector<CudaCase> cuda_cases() {
                [] {
                  return TensorList{cuda_randn({4, 16}, true), cuda_randn({16}, true), cuda_randn({16}, true)};
                }});
+  // scaled_dot_product_attention picks a fused CUDA kernel by dtype: memory-efficient attention
+  // for float32 (its RNG state comes back on the host), flash attention for bf16 (cuDNN's where
+  // libtorch prefers it), and memory-efficient with a float mask (its gradient included).
+  auto attention = [](at::ScalarType dtype, bool mask) {
+    return [dtype, mask] {
+      auto qkv = [dtype] { return cuda_randn({2, 4, 16, 32}).to(dtype).requires_grad_(true); };
+      TensorList in{qkv(), qkv(), qkv()};
+      if (mask) in.push_back(cuda_randn({2, 4, 16, 16}, true));
+      return in;
+    };
+  };
+  auto sdpa = [](const TensorList& a) {
+    const bool mask = a.size() == 4;
+    return TensorList{at::scaled_dot_product_attention(a[0], a[1], a[2], mask ? std::optional(a[3]) : std::nullopt, 0.0,
+                                                       /*is_causal=*/!mask)};
+  };
+  c.push_back({"attention_fp32", sdpa, attention(at::kFloat, false), 1e-4, 1e-5});
+  c.push_back({"attention_bf16", sdpa, attention(at::kBFloat16, false), 2e-2, 2e-2});
+  c.push_back({"attention_fp32_mask", sdpa, attention(at::kFloat, true), 1e-4, 1e-5});
   c.push_back({"dropout_shape_only", [](const TensorList& a) { return TensorList{at::dropout(a[0], 0.0, true) * 2}; },
                [] { return TensorList{cuda_randn({32}, true)}; }});
   return c;

@@ -1,8 +1,9 @@
 #pragma once
 // Programs on CUDA tensors that the CUDA tests compile and compare with eager: an MLP, factories,
 // bf16/fp16 matmuls, conv + batch norm in training, a loss with a 0-dim CPU scale, an input
-// mutation, outputs that view the input, softmax + layer norm, dropout. Shared by
-// cuda_runtime_test (the interpreter backend) and cuda_graphs_test (the CUDA-graph backend).
+// mutation, outputs that view the input, softmax + layer norm, fused attention (fp32, bf16, with
+// a mask), dropout. Shared by cuda_runtime_test (the interpreter backend) and cuda_graphs_test
+// (the CUDA-graph backend).
 #include <aotpipe/graph/calling_convention.h>
 
 #include <c10/core/Device.h>

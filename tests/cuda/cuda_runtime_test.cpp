@@ -1,14 +1,17 @@
 // The CUDA runtime on a GPU: programs compiled from CUDA tensors equal eager on CUDA (outputs,
 // gradients, input mutations, aliasing), the compiled forward runs on the caller's current
 // stream (checked by capturing it into a CUDA graph, which fails on any other stream), the
-// backward follows the forward's stream, and many threads on many streams stay correct.
-// Without a GPU every case is skipped with the reason.
+// backward follows the forward's stream, and many threads on many streams stay correct; and
+// aotpipe's Meta kernels of the CUDA-only fused attention kernels describe what those kernels
+// return. Without a GPU every case is skipped with the reason.
 #include <aotpipe/runtime/aot_function.h>
+#include <aotpipe/tracer/internal/meta_kernels.h>
 
 #include "cuda_cases.h"
 #include "eager_check.h"
 
 #include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -17,6 +20,11 @@
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/cuda.h>
 
+#include <fmt/format.h>
+
+#include <iostream>
+#include <map>
+#include <optional>
 #include <thread>
 
 namespace aotpipe {
@@ -126,6 +134,107 @@ TEST(Cuda, DoubleBackwardParity) {
     torch::autograd::grad({g.sum()}, {x});
     FAIL() << "expected an error";
   } catch (const std::exception& e) { EXPECT_THAT(e.what(), ::testing::HasSubstr("double backward")); }
+}
+
+// ---- the fused attention kernels' Meta kernels against the CUDA kernels ----
+
+c10::IValue as_meta(const c10::IValue& v) {
+  if (!v.isTensor() || !v.toTensor().defined()) return v;
+  const at::Tensor& t = v.toTensor();
+  return at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kMeta));
+}
+
+// Runs `name` on the CUDA arguments and on meta copies of them (aotpipe's Meta kernel); returns
+// the CUDA results, or nothing when the CUDA kernel refuses the arguments (a kernel that does not
+// support this dtype or layout on this GPU).
+std::optional<std::vector<c10::IValue>> compare_with_meta(const std::string& name, const std::vector<c10::IValue>& args,
+                                                          const std::string& label) {
+  const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow(name.c_str(), "");
+  std::vector<c10::IValue> real = args;
+  try {
+    op.callBoxed(real);
+  } catch (const c10::Error&) { return std::nullopt; }
+  std::vector<c10::IValue> meta;
+  for (const c10::IValue& a : args) meta.push_back(as_meta(a));
+  op.callBoxed(meta);
+  EXPECT_EQ(meta.size(), real.size()) << label;
+  for (std::size_t k = 0; k < std::min(meta.size(), real.size()); ++k) {
+    const std::string where = fmt::format("{} result {}", label, k);
+    if (real[k].isTensor()) {
+      if (!meta[k].isTensor()) {
+        ADD_FAILURE() << where << ": the Meta kernel returns " << meta[k].tagKind() << ", CUDA a tensor";
+        continue;
+      }
+      const at::Tensor &r = real[k].toTensor(), &m = meta[k].toTensor();
+      EXPECT_EQ(m.defined(), r.defined()) << where;
+      if (!r.defined() || !m.defined()) continue;
+      EXPECT_EQ(m.sizes(), r.sizes()) << where;
+      EXPECT_EQ(m.scalar_type(), r.scalar_type()) << where;
+      for (int64_t d = 0; d < r.dim(); ++d)  // a stride of a size-1 dimension is arbitrary
+        if (r.size(d) > 1) EXPECT_EQ(m.stride(d), r.stride(d)) << where << " stride " << d << " of " << r.sizes();
+    } else {
+      EXPECT_EQ(meta[k], real[k]) << where;
+    }
+  }
+  return real;
+}
+
+TEST(Cuda, AttentionMetaKernelsMatchCuda) {
+  REQUIRE_GPU();
+  detail::link_meta_kernels();
+  std::map<std::string, int> compared;
+  for (at::ScalarType dtype : {at::kFloat, at::kBFloat16, at::kHalf})
+    for (bool bthd : {false, true})  // [B, H, T, D] contiguous, or a permuted view of [B, T, H, D]
+      for (auto [tq, tk] : {std::pair<int64_t, int64_t>{16, 16}, {37, 21}})
+        for (bool causal : {false, true})
+          for (bool bias : {false, true}) {
+            const std::string label = fmt::format("{} {} tq={} tk={} causal={} bias={}", c10::toString(dtype),
+                                                  bthd ? "bthd" : "bhtd", tq, tk, causal, bias);
+            auto make = [&](int64_t t) {
+              at::Tensor x =
+                  bthd ? at::randn({2, t, 4, 64}, at::TensorOptions().dtype(dtype).device(kCuda)).transpose(1, 2)
+                       : at::randn({2, 4, t, 64}, at::TensorOptions().dtype(dtype).device(kCuda));
+              return x;
+            };
+            const at::Tensor q = make(tq), k = make(tk), v = make(tk), grad = at::randn_like(q);
+            const c10::IValue attn_bias = bias ? c10::IValue(at::randn({2, 4, tq, tk}, q.options())) : c10::IValue();
+            const at::Tensor bias_tensor = bias ? attn_bias.toTensor() : at::Tensor();
+            if (auto fw =
+                    compare_with_meta("aten::_scaled_dot_product_efficient_attention",
+                                      {q, k, v, attn_bias, true, 0.0, causal, c10::IValue()}, "efficient " + label)) {
+              ++compared["efficient"];
+              if (compare_with_meta("aten::_scaled_dot_product_efficient_attention_backward",
+                                    {grad, q, k, v, bias_tensor, (*fw)[0], (*fw)[1], (*fw)[2], (*fw)[3], 0.0,
+                                     c10::List<bool>({true, true, true, bias}), causal, c10::IValue()},
+                                    "efficient backward " + label))
+                ++compared["efficient backward"];
+            }
+            if (bias) continue;
+            if (auto fw = compare_with_meta("aten::_scaled_dot_product_flash_attention",
+                                            {q, k, v, 0.0, causal, false, c10::IValue()}, "flash " + label)) {
+              ++compared["flash"];
+              const auto& f = *fw;
+              if (compare_with_meta(
+                      "aten::_scaled_dot_product_flash_attention_backward",
+                      {grad, q, k, v, f[0], f[1], f[2], f[3], f[4], f[5], 0.0, causal, f[6], f[7], c10::IValue()},
+                      "flash backward " + label))
+                ++compared["flash backward"];
+            }
+            if (auto fw = compare_with_meta("aten::_scaled_dot_product_cudnn_attention",
+                                            {q, k, v, c10::IValue(), true, 0.0, causal, false, c10::IValue()},
+                                            "cudnn " + label)) {
+              ++compared["cudnn"];
+              const auto& f = *fw;
+              if (compare_with_meta("aten::_scaled_dot_product_cudnn_attention_backward",
+                                    {grad, q, k, v, f[0], f[1], f[6], f[7], at::Tensor(), f[2], f[3], f[4], f[5], 0.0,
+                                     causal, c10::IValue()},
+                                    "cudnn backward " + label))
+                ++compared["cudnn backward"];
+            }
+          }
+  for (const char* op : {"efficient", "efficient backward", "flash", "flash backward", "cudnn", "cudnn backward"})
+    EXPECT_GT(compared[op], 0) << op << ": the CUDA kernel accepted no sample";
+  for (const auto& [op, n] : compared) std::cout << op << ": " << n << " samples compared\n";
 }
 
 }  // namespace

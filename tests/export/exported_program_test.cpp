@@ -211,6 +211,30 @@ TEST(ExportedProgramLoad, SignatureAndStateAsWritten) {
   EXPECT_TRUE(has_add_);
 }
 
+// Loaded for a GPU (this machine need not have one): values and inputs name cuda:0, but a Python
+// scalar the export passed for a Tensor parameter (`mul_(0.9)`) stays a CPU wrapped number, as in
+// eager, and the graph built at load is the one a first call at the sample sizes uses (so no
+// call, perhaps a trace, builds and caches another).
+TEST(ExportedProgramLoad, ForCudaScalarsStayOnTheCpuAndTheLoadedGraphIsReused) {
+  LoadExportedProgramOptions options;
+  options.device = c10::Device("cuda:0");
+  ExportedProgram program = load_exported_program(pt2_dir() / "no_grad_region.pt2", options);
+  const Graph& graph = program.graph();
+  for (const Value* input : graph.inputs()) EXPECT_TRUE(input->meta()->device.is_cuda()) << input->name();
+  std::size_t scalars = 0;
+  for (const Node* node : graph.nodes()) {
+    if (node->is_call()) continue;
+    const at::Tensor& constant = graph.tensor_constants().at(node->constant_name());
+    EXPECT_TRUE(constant.is_cpu()) << node->constant_name();
+    EXPECT_TRUE(constant.unsafeGetTensorImpl()->is_wrapped_number()) << node->constant_name();
+    EXPECT_TRUE(node->output()->meta()->device.is_cpu()) << node->output()->name();
+    ++scalars;
+  }
+  EXPECT_EQ(scalars, 1u);  // mul_'s 0.9
+  ASSERT_TRUE(program.sample_inputs());
+  EXPECT_EQ(program.graph_for(*program.sample_inputs()).get(), &graph);
+}
+
 // ---- symbolic dimensions ---------------------------------------------------------------------
 
 TEST(ExportedProgramDynamic, EachSizeCompilesOnceWithinItsRange) {

@@ -6,6 +6,7 @@
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
+#include <torch/library.h>
 
 #include <thread>
 
@@ -247,6 +248,23 @@ graph twice(%x: f32[3], %unused: f32[3]):
   ASSERT_EQ(out.size(), 3u);
   EXPECT_TRUE(out[0].is_same(out[1]));
   EXPECT_TRUE(out[2].is_same(x));
+}
+
+// A kernel taking a plain `Tensor` that may be undefined, as the CUDA attention backwards take
+// the forward's absent attn_bias.
+TORCH_LIBRARY_FRAGMENT(aotpipe_interpreter_test, m) {
+  m.def("plus_if_defined(Tensor x, Tensor maybe) -> Tensor",
+        [](const at::Tensor& x, const at::Tensor& maybe) { return maybe.defined() ? x + maybe : x * 2; });
+}
+
+TEST(Interpreter, NoneForAPlainTensorParameterIsAnUndefinedTensor) {
+  Graph g = parse_graph(R"(
+graph absent(%x: f32[3]):
+  %y: f32[3] = aotpipe_interpreter_test::plus_if_defined(%x, None)
+  return (%y)
+)");
+  at::Tensor x = at::randn({3});
+  EXPECT_TRUE(at::allclose(Interpreter(g).run({x})[0], x * 2));
 }
 
 TEST(Interpreter, ConcurrentRunsOfOneInterpreter) {

@@ -957,6 +957,12 @@ std::map<std::string, std::function<Samples()>> sample_table() {
 const std::map<std::string, std::string> kNoCpuKernel = {
     {"aten::_thnn_fused_lstm_cell", "CUDA-only kernel"},
     {"aten::_thnn_fused_lstm_cell_backward_impl", "CUDA-only kernel"},
+    {"aten::_scaled_dot_product_efficient_attention", "CUDA-only kernel"},
+    {"aten::_scaled_dot_product_efficient_attention_backward", "CUDA-only kernel"},
+    {"aten::_scaled_dot_product_flash_attention", "CUDA-only kernel"},
+    {"aten::_scaled_dot_product_flash_attention_backward", "CUDA-only kernel"},
+    {"aten::_scaled_dot_product_cudnn_attention", "CUDA-only kernel"},
+    {"aten::_scaled_dot_product_cudnn_attention_backward", "CUDA-only kernel"},
 };
 
 TEST(MetaKernelDiffTest, EveryRegisteredKernelHasSamples) {
