@@ -17,6 +17,15 @@ std::string identity(const CudaGraphOptions& options) {
                      options.outputs == CudaGraphOptions::Outputs::fresh ? "fresh" : "static_alias",
                      options.static_parameters);
 }
+// The forward and backward of one compiled function capture into one memory pool. Not with
+// static outputs: a forward's replay could then overwrite the handed-out gradients of the last
+// backward in the blocks the two share, which the liveness check (one graph's own) cannot see.
+std::shared_ptr<cuda_detail::SharedCapture> shared_capture(const CudaGraphOptions& options) {
+  CompileGroup* group = current_compile_group();
+  if (!group || options.outputs != CudaGraphOptions::Outputs::fresh) return nullptr;
+  return std::static_pointer_cast<cuda_detail::SharedCapture>(
+      group->shared("aotpipe.cuda_graphs", [] { return std::make_shared<cuda_detail::SharedCapture>(); }));
+}
 }  // namespace
 
 Compiler cuda_graphs(CudaGraphOptions options) {
@@ -27,8 +36,8 @@ Compiler cuda_graphs(CudaGraphOptions options) {
           report_backend_note(fmt::format("cuda_graphs: graph '{}' runs in the interpreter: {}", graph.name(), *why));
           return [interpreter](TensorList args) { return interpreter->run(std::move(args)); };
         }
-        auto runner =
-            std::make_shared<cuda_detail::GraphRunner>(interpreter, graph.name(), options, unread_host_outputs(graph));
+        auto runner = std::make_shared<cuda_detail::GraphRunner>(interpreter, graph.name(), options,
+                                                                 unread_host_outputs(graph), shared_capture(options));
         return [runner](TensorList args) { return (*runner)(std::move(args)); };
       });
 }

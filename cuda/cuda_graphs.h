@@ -41,6 +41,8 @@ struct CudaGraphCounters {
   std::uint64_t captures = 0;        // graphs captured
   std::uint64_t replays = 0;         // calls served by a replay
   std::uint64_t fallback_calls = 0;  // calls of a captured (or capture-refused) graph run by the interpreter
+  std::uint64_t memory_pools = 0;    // private memory pools made: one per compiled function (its
+                                     // forward and backward share it), one per graph with static_alias
 };
 CudaGraphCounters cuda_graph_counters();
 
@@ -50,6 +52,8 @@ namespace backends {
 // on a side stream) and replays it from then on. A graph refused by cuda_graph_refusal
 // (cuda/capture_safety.h) is compiled to the interpreter, with the reason as a backend note of
 // the compile (CompiledGraphs::notes); a graph whose capture fails at run time is too, and warns.
+// The graphs of one compiled function capture into one private memory pool (with
+// Outputs::fresh), so their replays are serialised with each other (docs/cuda-graphs.md).
 Compiler cuda_graphs(CudaGraphOptions options = {});
 
 }  // namespace backends

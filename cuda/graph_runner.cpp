@@ -23,9 +23,12 @@ namespace {
 std::atomic<std::uint64_t> capture_count{0};
 std::atomic<std::uint64_t> replay_count{0};
 std::atomic<std::uint64_t> fallback_count{0};
+std::atomic<std::uint64_t> pool_count{0};
 }  // namespace
 
-CudaGraphCounters cuda_graph_counters() { return {capture_count.load(), replay_count.load(), fallback_count.load()}; }
+CudaGraphCounters cuda_graph_counters() {
+  return {capture_count.load(), replay_count.load(), fallback_count.load(), pool_count.load()};
+}
 
 namespace cuda_detail {
 
@@ -110,11 +113,12 @@ class CapturedGraph {
   };
 
   static std::unique_ptr<CapturedGraph> capture(const Interpreter& interpreter, const TensorList& args,
-                                                const CudaGraphOptions& options, const std::vector<bool>& unread_host);
+                                                const CudaGraphOptions& options, const std::vector<bool>& unread_host,
+                                                SharedCapture& shared);
 
   ~CapturedGraph() {
     // A replay may still be running on some stream: its memory goes back to the allocator here.
-    done_.synchronize();
+    done_->synchronize();
   }
 
   std::optional<std::string> mismatch(const TensorList& args) const;
@@ -122,7 +126,7 @@ class CapturedGraph {
   TensorList replay(const TensorList& args, CudaGraphOptions::Outputs mode);
 
  private:
-  CapturedGraph() = default;
+  explicit CapturedGraph(at::cuda::CUDAEvent& done) : done_(&done) {}
   void copy_in(const TensorList& args);
   void plan_outputs(TensorList static_outputs, const std::vector<bool>& unread_host);
   TensorList hand_out(const TensorList& args, CudaGraphOptions::Outputs mode) const;
@@ -134,13 +138,13 @@ class CapturedGraph {
   std::vector<Output> outputs_;
   std::vector<Group> groups_;
   std::unique_ptr<at::cuda::CUDAGraph> graph_;
-  at::cuda::CUDAEvent done_;  // recorded after each replay's last copy out
+  at::cuda::CUDAEvent* done_;  // SharedCapture::done: every graph of the group replays after it
 };
 
 std::unique_ptr<CapturedGraph> CapturedGraph::capture(const Interpreter& interpreter, const TensorList& args,
                                                       const CudaGraphOptions& options,
-                                                      const std::vector<bool>& unread_host) {
-  std::unique_ptr<CapturedGraph> self(new CapturedGraph());
+                                                      const std::vector<bool>& unread_host, SharedCapture& shared) {
+  std::unique_ptr<CapturedGraph> self(new CapturedGraph(shared.done));
   std::optional<c10::Device> device;
   for (std::size_t i = 0; i < args.size(); ++i) {
     const at::Tensor& a = args[i];
@@ -190,7 +194,11 @@ std::unique_ptr<CapturedGraph> CapturedGraph::capture(const Interpreter& interpr
     // the capture, on the stream the capture uses.
     (void)interpreter.run(static_args);
     self->graph_ = std::make_unique<at::cuda::CUDAGraph>();
-    const at::cuda::MempoolId_t pool = at::cuda::graph_pool_handle();
+    if (!shared.pool) {
+      shared.pool = at::cuda::graph_pool_handle();
+      ++pool_count;
+    }
+    const at::cuda::MempoolId_t pool = *shared.pool;
     // Thread-local mode: other threads' CUDA calls (allocations, syncs) do not break this capture.
     self->graph_->capture_begin(pool, cudaStreamCaptureModeThreadLocal);
     try {
@@ -357,20 +365,21 @@ TensorList CapturedGraph::replay(const TensorList& args, CudaGraphOptions::Outpu
   const c10::cuda::CUDAGuard on_device(device_);
   const c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream(device_.index());
   const at::NoGradGuard values_only;
-  done_.block(stream);  // the previous replay, on whatever stream, has copied its outputs out
+  done_->block(stream);  // the group's previous replay, on whatever stream, has copied its outputs out
   copy_in(args);
   graph_->replay();
   TensorList out = hand_out(args, mode);
-  done_.record(stream);
+  done_->record(stream);
   return out;
 }
 
 GraphRunner::GraphRunner(std::shared_ptr<const Interpreter> interpreter, std::string name, CudaGraphOptions options,
-                         std::vector<bool> unread_host_outputs)
+                         std::vector<bool> unread_host_outputs, std::shared_ptr<SharedCapture> shared)
     : interpreter_(std::move(interpreter)),
       name_(std::move(name)),
       options_(options),
-      unread_host_outputs_(std::move(unread_host_outputs)) {}
+      unread_host_outputs_(std::move(unread_host_outputs)),
+      shared_(shared ? std::move(shared) : std::make_shared<SharedCapture>()) {}
 
 GraphRunner::~GraphRunner() = default;
 
@@ -380,10 +389,10 @@ void GraphRunner::warn_once(const std::string& reason) {
 }
 
 TensorList GraphRunner::operator()(TensorList args) {
-  std::unique_lock<std::mutex> lock(mutex_);
+  std::unique_lock<std::mutex> lock(shared_->mutex);
   if (!captured_ && !capture_refused_) {
     try {
-      captured_ = CapturedGraph::capture(*interpreter_, args, options_, unread_host_outputs_);
+      captured_ = CapturedGraph::capture(*interpreter_, args, options_, unread_host_outputs_, *shared_);
       ++capture_count;
     } catch (const CaptureRefused& e) { capture_refused_ = e.what(); }
   }

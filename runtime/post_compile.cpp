@@ -1,5 +1,6 @@
 #include <aotpipe/runtime/aot_runtime.h>
 #include <aotpipe/runtime/post_compile.h>
+#include <aotpipe/stages/compile/backend_notes.h>
 #include <aotpipe/stages/compile/compile_stage.h>
 
 namespace aotpipe {
@@ -19,15 +20,16 @@ CompiledGraphs compile_on_first_call(std::shared_ptr<const CompiledArtifact> art
   const AotConfig resolved = resolve_defaults(config);
   CompiledGraphs graphs;
   graphs.notes = artifact->backend_notes;
+  auto group = std::make_shared<CompileGroup>();  // its forward and backward, compiled apart
   if (!artifact->training) {
     graphs.forward = compile_on_first_call(
         resolved.inference_compiler, [artifact]() -> const Graph& { return *artifact->traced().inference_graph; });
     return graphs;
   }
-  graphs.forward = compile_on_first_call(resolved.fw_compiler,
-                                         [artifact]() -> const Graph& { return artifact->partition()->forward; });
-  graphs.backward = compile_on_first_call(resolved.bw_compiler,
-                                          [artifact]() -> const Graph& { return artifact->partition()->backward; });
+  graphs.forward = compile_on_first_call(
+      resolved.fw_compiler, [artifact]() -> const Graph& { return artifact->partition()->forward; }, group);
+  graphs.backward = compile_on_first_call(
+      resolved.bw_compiler, [artifact]() -> const Graph& { return artifact->partition()->backward; }, group);
   return graphs;
 }
 

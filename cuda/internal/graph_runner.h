@@ -5,23 +5,39 @@
 #include <aotpipe/cuda/cuda_graphs.h>
 #include <aotpipe/graph/interpreter.h>
 
+#include <ATen/cuda/CUDAEvent.h>
+#include <c10/core/Allocator.h>
+
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace aotpipe::cuda_detail {
 
 class CapturedGraph;  // cuda/graph_runner.cpp
 
+// What the graphs of one compiled function share (the "aotpipe.cuda_graphs" entry of its
+// CompileGroup, stages/compile/backend_notes.h): one memory pool for their captures, as
+// make_graphed_callables shares one between a forward and its backward (the backward's
+// intermediates reuse the blocks the forward's intermediates freed), and therefore one replay at
+// a time: a replay waits on the host (the mutex) and on the GPU (the event) for the previous
+// replay of any of them.
+struct SharedCapture {
+  std::mutex mutex;                      // guards the runners' state; held through a capture or a replay's launches
+  std::optional<c10::MempoolId_t> pool;  // made by the first capture
+  at::cuda::CUDAEvent done;              // recorded after each replay's last copy out
+};
+
 class GraphRunner {
  public:
   // unread_host_outputs: per output, whether the capture may leave it on the host
   // (capture_safety.h's unread_host_outputs).
   GraphRunner(std::shared_ptr<const Interpreter> interpreter, std::string name, CudaGraphOptions options,
-              std::vector<bool> unread_host_outputs);
+              std::vector<bool> unread_host_outputs, std::shared_ptr<SharedCapture> shared);
   ~GraphRunner();
   GraphRunner(const GraphRunner&) = delete;
   GraphRunner& operator=(const GraphRunner&) = delete;
@@ -35,7 +51,7 @@ class GraphRunner {
   std::string name_;
   CudaGraphOptions options_;
   std::vector<bool> unread_host_outputs_;
-  std::mutex mutex_;  // guards everything below; held through a capture or a replay's launches
+  std::shared_ptr<SharedCapture> shared_;  // its mutex guards everything below
   std::unique_ptr<CapturedGraph> captured_;
   std::optional<std::string> capture_refused_;  // why the capture failed: every call interprets
   std::set<std::string> warned_;

@@ -1,9 +1,19 @@
 #pragma once
-// What a backend compiler says about the graph it is compiling: a decision the user should see
-// in the compile result (a graph the CUDA-graph backend will not capture, and why). A Compiler
-// returns only a callable, so it reports through this side channel: compile_graphs collects
-// every note made on its thread during a compiler call into CompiledGraphs::notes.
+// Side channels between the compile stage and a backend compiler, which sees one graph at a time
+// and returns only a callable:
+//  - notes: what a backend says about the graph it is compiling, a decision the user should see
+//    in the compile result (a graph the CUDA-graph backend will not capture, and why);
+//    compile_graphs collects every note made on its thread during a compiler call into
+//    CompiledGraphs::notes;
+//  - the compile group: the graphs of one compiled function (its forward and backward, or its
+//    inference graph) are compiled in one group, where a backend keeps what they share (the
+//    CUDA-graph backend: one memory pool for both captures).
+#include <functional>
+#include <memory>
+#include <mutex>
 #include <string>
+#include <string_view>
+#include <map>
 #include <vector>
 
 namespace aotpipe {
@@ -27,6 +37,34 @@ class BackendNoteCollector {
   friend void report_backend_note(std::string note);
   std::vector<std::string> notes_;
   BackendNoteCollector* outer_;
+};
+
+// What the graphs of one compiled function share. Thread-safe: its forward and backward may be
+// compiled at once, or each at its first call (a cache hit).
+class CompileGroup {
+ public:
+  // The object kept under `key` (a backend's name), made by `make` at the first request.
+  std::shared_ptr<void> shared(std::string_view key, const std::function<std::shared_ptr<void>()>& make);
+
+ private:
+  std::mutex mutex_;
+  std::map<std::string, std::shared_ptr<void>, std::less<>> shared_;
+};
+
+// The group of the compiler call running on this thread; null outside one (a backend then
+// shares nothing).
+CompileGroup* current_compile_group();
+
+// While alive, `group` is this thread's current compile group (nests like BackendNoteCollector).
+class CompileGroupScope {
+ public:
+  explicit CompileGroupScope(CompileGroup* group);
+  ~CompileGroupScope();
+  CompileGroupScope(const CompileGroupScope&) = delete;
+  CompileGroupScope& operator=(const CompileGroupScope&) = delete;
+
+ private:
+  CompileGroup* outer_;
 };
 
 }  // namespace aotpipe

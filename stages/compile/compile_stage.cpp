@@ -49,34 +49,37 @@ struct NotedGraph {
   std::vector<std::string> notes;
 };
 
-NotedGraph compile_noted(const Compiler& compiler, const Graph& graph) {
+NotedGraph compile_noted(const Compiler& compiler, const Graph& graph, CompileGroup& group) {
   BackendNoteCollector notes;
+  const CompileGroupScope in_group(&group);
   CompiledGraph compiled = compiler(graph, input_metas(graph));
   return {std::move(compiled), notes.take()};
 }
 
-Task<NotedGraph> compile_on_pool(Scheduler& scheduler, const Compiler& compiler, const Graph& graph) {
+Task<NotedGraph> compile_on_pool(Scheduler& scheduler, const Compiler& compiler, const Graph& graph,
+                                 CompileGroup& group) {
   co_await scheduler.schedule();
-  co_return compile_noted(compiler, graph);
+  co_return compile_noted(compiler, graph, group);
 }
 }  // namespace
 
 Task<CompiledGraphs> compile_graphs(const TracedProgram& program, const PartitionResult* partition,
                                     const AotConfig& config, Scheduler& scheduler) {
   const AotConfig resolved = resolve_defaults(config);
+  CompileGroup group;  // what the compiled graphs share, they hold (the compiler calls end here)
   if (program.inference_graph) {
-    NotedGraph inference = compile_noted(resolved.inference_compiler, *program.inference_graph);
+    NotedGraph inference = compile_noted(resolved.inference_compiler, *program.inference_graph, group);
     co_return CompiledGraphs{std::move(inference.graph), {}, std::move(inference.notes)};
   }
   if (!partition) throw std::logic_error("aotpipe compile: no partitioned graphs (run the partition stage first)");
   NotedGraph forward, backward;
   if (resolved.compile_fw_bw_concurrently) {
     std::tie(forward, backward) =
-        co_await when_all(compile_on_pool(scheduler, resolved.fw_compiler, partition->forward),
-                          compile_on_pool(scheduler, resolved.bw_compiler, partition->backward));
+        co_await when_all(compile_on_pool(scheduler, resolved.fw_compiler, partition->forward, group),
+                          compile_on_pool(scheduler, resolved.bw_compiler, partition->backward, group));
   } else {
-    forward = compile_noted(resolved.fw_compiler, partition->forward);
-    backward = compile_noted(resolved.bw_compiler, partition->backward);
+    forward = compile_noted(resolved.fw_compiler, partition->forward, group);
+    backward = compile_noted(resolved.bw_compiler, partition->backward, group);
   }
   std::vector<std::string> notes = std::move(forward.notes);
   notes.insert(notes.end(), std::make_move_iterator(backward.notes.begin()),
@@ -84,11 +87,15 @@ Task<CompiledGraphs> compile_graphs(const TracedProgram& program, const Partitio
   co_return CompiledGraphs{std::move(forward.graph), std::move(backward.graph), std::move(notes)};
 }
 
-CompiledGraph compile_on_first_call(Compiler compiler, std::function<const Graph&()> graph) {
-  const auto compiled = Lazy<CompiledGraph>::deferred([compiler = std::move(compiler), graph = std::move(graph)] {
-    const Graph& g = graph();
-    return compiler(g, input_metas(g));
-  });
+CompiledGraph compile_on_first_call(Compiler compiler, std::function<const Graph&()> graph,
+                                    std::shared_ptr<CompileGroup> group) {
+  if (!group) group = std::make_shared<CompileGroup>();
+  const auto compiled = Lazy<CompiledGraph>::deferred(
+      [compiler = std::move(compiler), graph = std::move(graph), group = std::move(group)] {
+        const Graph& g = graph();
+        const CompileGroupScope in_group(group.get());
+        return compiler(g, input_metas(g));
+      });
   return [compiled](TensorList args) { return compiled.get()(std::move(args)); };
 }
 

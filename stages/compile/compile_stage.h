@@ -13,6 +13,8 @@
 
 namespace aotpipe {
 
+class CompileGroup;  // backend_notes.h
+
 // The config with its empty members filled in (interpreter, min-cut partitioner).
 AotConfig resolve_defaults(AotConfig config);
 
@@ -43,8 +45,10 @@ Task<CompiledGraphs> compile_graphs(const TracedProgram& program, const Partitio
 // A graph compiled by `compiler` when it is first called (a cache hit's graphs: decoded and
 // compiled only when they first run, as PyTorch compiles a backward lazily). `graph` is called
 // then, once; concurrent first calls compile once. The backend's notes are dropped: the
-// compile that made the graph reported them.
-CompiledGraph compile_on_first_call(Compiler compiler, std::function<const Graph&()> graph);
+// compile that made the graph reported them. The graphs of one function pass one `group`
+// (backend_notes.h; null: a group of its own).
+CompiledGraph compile_on_first_call(Compiler compiler, std::function<const Graph&()> graph,
+                                    std::shared_ptr<CompileGroup> group = nullptr);
 
 // Fills state.compiled from state.traced and state.partition.
 struct CompileGraphsStage {

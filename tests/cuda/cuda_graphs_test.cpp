@@ -42,6 +42,7 @@ struct CounterDelta {
   std::uint64_t captures() const { return cuda_graph_counters().captures - start.captures; }
   std::uint64_t replays() const { return cuda_graph_counters().replays - start.replays; }
   std::uint64_t fallbacks() const { return cuda_graph_counters().fallback_calls - start.fallback_calls; }
+  std::uint64_t pools() const { return cuda_graph_counters().memory_pools - start.memory_pools; }
 };
 
 bool close(const at::Tensor& a, const at::Tensor& b, double tol = 1e-5) { return at::allclose(a, b, tol, tol); }
@@ -59,6 +60,7 @@ TEST(CudaGraphs, CasesEqualEagerWhenReplayed) {
       testing::expect_matches_eager(c.fn, compiled, c.inputs, label, c.rtol, c.atol);
       testing::expect_matches_eager(c.fn, compiled, c.inputs, label + " second call", c.rtol, c.atol);
       EXPECT_EQ(counts.captures(), 2u) << "forward and backward captured";
+      EXPECT_EQ(counts.pools(), 1u) << "into one memory pool";
       EXPECT_GE(counts.replays(), 2u);
       if (!options.static_parameters) EXPECT_EQ(counts.fallbacks(), 0u) << "every call replays";
     }
@@ -167,6 +169,7 @@ TEST(CudaGraphs, APendingBackwardKeepsItsActivations) {
       EXPECT_GE(counts.fallbacks(), 1u) << "the second forward ran while the first's outputs were saved";
     else
       EXPECT_EQ(counts.fallbacks(), 0u) << "fresh outputs: every call replays";
+    EXPECT_EQ(counts.pools(), alias ? 2u : 1u) << "static outputs: forward and backward keep pools apart";
   }
 }
 

@@ -1,6 +1,10 @@
 // aot_function end to end against eager PyTorch: outputs, gradients, inputs after the call,
 // output aliasing, requires_grad and is_leaf of outputs, under both partitioners.
+#include <aotpipe/graph/interpreter.h>
+#include <aotpipe/graph/parser.h>
 #include <aotpipe/runtime/aot_function.h>
+#include <aotpipe/stages/compile/backend_notes.h>
+#include <aotpipe/stages/compile/compile_stage.h>
 #include <aotpipe/stages/partition/default_partition.h>
 #include <aotpipe/stages/partition/min_cut_partition.h>
 
@@ -10,6 +14,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
+
+#include <memory>
+#include <mutex>
 
 namespace aotpipe {
 namespace {
@@ -161,6 +168,60 @@ TEST(AotFunctionRuntime, NewSignatureRecompiles) {
   f({torch::randn({4})});
   f({torch::randn({3}, torch::requires_grad())});
   EXPECT_EQ(f.num_compiled(), 3u);
+}
+
+// A backend that records, per compiler call, the object its compile group shares under "test"
+// (the CUDA-graph backend shares its memory pool so).
+struct GroupRecorder {
+  std::mutex mutex;
+  std::vector<std::shared_ptr<void>> seen;
+  Compiler compiler() {
+    return [this](const Graph& graph, const std::vector<TensorMeta>&) -> CompiledGraph {
+      CompileGroup* group = current_compile_group();
+      std::shared_ptr<void> shared = group ? group->shared("test", [] { return std::make_shared<int>(0); }) : nullptr;
+      {
+        const std::lock_guard lock(mutex);
+        seen.push_back(shared);
+      }
+      auto interpreter = std::make_shared<const Interpreter>(graph);
+      return [interpreter](TensorList args) { return interpreter->run(std::move(args)); };
+    };
+  }
+};
+
+TEST(AotFunctionRuntime, ForwardAndBackwardOfOneFunctionCompileInOneGroup) {
+  GroupRecorder recorder;
+  AotConfig config;
+  config.fw_compiler = recorder.compiler();
+  auto fn = [](const TensorList& a) { return TensorList{(a[0] * a[1]).sin().sum()}; };
+  for (int function = 0; function < 2; ++function) {
+    CompiledFunction f = aot_function(fn, config);
+    f({param({4}), param({4})})[0].backward();
+  }
+  ASSERT_EQ(recorder.seen.size(), 4u);  // two functions, each a forward and a backward
+  EXPECT_NE(recorder.seen[0], nullptr);
+  EXPECT_EQ(recorder.seen[0], recorder.seen[1]);
+  EXPECT_EQ(recorder.seen[2], recorder.seen[3]);
+  EXPECT_NE(recorder.seen[0], recorder.seen[2]);
+  EXPECT_EQ(current_compile_group(), nullptr) << "no group outlives its compile";
+}
+
+// A cache hit compiles each graph at its first call: the two still share one group.
+TEST(AotFunctionRuntime, GraphsCompiledAtFirstCallShareTheirGroup) {
+  GroupRecorder recorder;
+  const Graph graph = parse_graph(R"(graph g(%x: f32[3]):
+  %y: f32[3] = aten::sin(%x)
+  return (%y))");
+  auto group = std::make_shared<CompileGroup>();
+  auto of = [&graph]() -> const Graph& { return graph; };
+  CompiledGraph forward = compile_on_first_call(recorder.compiler(), of, group);
+  CompiledGraph backward = compile_on_first_call(recorder.compiler(), of, group);
+  CompiledGraph alone = compile_on_first_call(recorder.compiler(), of);
+  EXPECT_TRUE(recorder.seen.empty()) << "nothing compiles before its first call";
+  for (CompiledGraph* g : {&forward, &backward, &alone}) (*g)({torch::randn({3})});
+  ASSERT_EQ(recorder.seen.size(), 3u);
+  EXPECT_EQ(recorder.seen[0], recorder.seen[1]);
+  EXPECT_NE(recorder.seen[0], recorder.seen[2]);
 }
 
 TEST(AotFunctionRuntime, CreateGraphWorksOnceAndDoubleBackwardRaises) {
