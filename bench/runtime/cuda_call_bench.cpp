@@ -5,9 +5,13 @@
 // chains of 10/100/1000 elementwise ops, an MLP, a transformer block at batch 2; forward only
 // (no grad) and forward + backward. Each time is the median over repeats of
 // (N calls + a device synchronize) / N.
-//   cuda_call_bench [--calls N] [--repeats R] [--only NAME]
+//   cuda_call_bench [--calls N] [--repeats R] [--only NAME] [--partitioner min_cut|default]
+// (min_cut, the default, recomputes cheap forward ops in the backward: with backends that do not
+// fuse them, that is a kernel each; `default` saves what the backward reads instead).
 #include <aotpipe/cuda/cuda_graphs.h>
 #include <aotpipe/runtime/aot_function.h>
+#include <aotpipe/stages/partition/default_partition.h>
+#include <aotpipe/stages/partition/min_cut_partition.h>
 
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>
@@ -169,7 +173,9 @@ int main(int argc, char** argv) {
   int calls = 200;
   int repeats = 7;
   std::string only;
+  std::string partitioner = "min_cut";
   for (int i = 1; i + 1 < argc; ++i) {
+    if (!std::strcmp(argv[i], "--partitioner")) partitioner = argv[++i];
     if (!std::strcmp(argv[i], "--calls")) calls = std::stoi(argv[++i]);
     if (!std::strcmp(argv[i], "--repeats")) repeats = std::stoi(argv[++i]);
     if (!std::strcmp(argv[i], "--only")) only = argv[++i];
@@ -178,10 +184,13 @@ int main(int argc, char** argv) {
     fmt::print("no CUDA GPU: nothing to measure\n");
     return 0;
   }
-  aotpipe::AotConfig graphs_config;
+  aotpipe::AotConfig interp_config;
+  interp_config.partition_fn = partitioner == "default" ? aotpipe::partitioners::default_partition()
+                                                        : aotpipe::partitioners::min_cut_rematerialization_partition();
+  aotpipe::AotConfig graphs_config = interp_config;
   graphs_config.fw_compiler = aotpipe::backends::cuda_graphs();
-  fmt::print("device: {}; {} calls x {} repeats; median us per call\n", at::cuda::getDeviceProperties(0)->name, calls,
-             repeats);
+  fmt::print("device: {}; {} calls x {} repeats; partitioner {}; median us per call\n",
+             at::cuda::getDeviceProperties(0)->name, calls, repeats, partitioner);
   const std::string header =
       fmt::format("{:<20} {:>9} {:>9} {:>9} {:>10} {:>10} {:>8} {:>9} {:>9}\n", "program", "eager", "interp", "graphs",
                   "eager+sync", "graph+sync", "floor", "eager/gr", "gr/floor");
@@ -190,7 +199,7 @@ int main(int argc, char** argv) {
     for (const Program& p : programs()) {
       if (!only.empty() && p.name != only) continue;
       try {
-        aotpipe::CompiledFunction interp = aotpipe::aot_function(p.fn);
+        aotpipe::CompiledFunction interp = aotpipe::aot_function(p.fn, interp_config);
         aotpipe::CompiledFunction graphs = aotpipe::aot_function(p.fn, graphs_config);
         std::optional<at::NoGradGuard> no_grad;
         if (!backward) no_grad.emplace();
