@@ -23,8 +23,8 @@
 
 namespace aotpipe {
 
-// Used as a class's operator new and delete: `static void* operator new(std::size_t n) { return
-// BlockCache<T>::allocate(n); }` (sizes other than sizeof(T), from derived classes, pass through).
+// A class's operator new and delete (through BlockAllocated below): blocks of sizeof(T) come
+// from the cache; other sizes (from derived classes) pass through to the global operators.
 template <class T, std::size_t kMaxBlocks = 4096>
 class BlockCache {
  public:
@@ -73,6 +73,14 @@ class BlockCache {
   // Trivially destructible, so it can still be read once the cache itself is destroyed.
   static inline thread_local State state_ = State::Unmade;
   std::vector<void*> blocks_;
+};
+
+// A base that makes BlockCache<T> the operator new and delete of T, the class deriving from it:
+// `class Value : public BlockAllocated<Value>`.
+template <class T, std::size_t kMaxBlocks = 4096>
+struct BlockAllocated {
+  static void* operator new(std::size_t size) { return BlockCache<T, kMaxBlocks>::allocate(size); }
+  static void operator delete(void* p, std::size_t size) { BlockCache<T, kMaxBlocks>::deallocate(p, size); }
 };
 
 }  // namespace aotpipe

@@ -39,7 +39,8 @@ class Node;
 enum class ValueType : std::uint8_t { Tensor, Int, Float, Bool, Scalar };
 std::string_view to_string(ValueType type);
 
-class Value {
+// A trace makes one per recorded value and frees them all with its graph (graph/block_cache.h).
+class Value : public BlockAllocated<Value> {
  public:
   const std::string& name() const { return name_; }
   ValueType type() const { return type_; }
@@ -66,11 +67,6 @@ class Value {
   // (held in place), which a by-value parameter would do once more per value.
   Value(Graph* graph, std::string name, ValueType type, std::optional<TensorMeta>&& meta)
       : graph_(graph), name_(std::move(name)), type_(type), meta_(std::move(meta)) {}
-
- public:
-  // A trace makes one per recorded value and frees them all with its graph (graph/block_cache.h).
-  static void* operator new(std::size_t size) { return BlockCache<Value>::allocate(size); }
-  static void operator delete(void* p, std::size_t size) { BlockCache<Value>::deallocate(p, size); }
 
  private:
   Graph* graph_;
@@ -142,7 +138,7 @@ enum class NodeKind : std::uint8_t {
   Constant,  // a named tensor constant of the graph (Graph::tensor_constants)
 };
 
-class Node {
+class Node : public BlockAllocated<Node> {
  public:
   NodeKind kind() const { return kind_; }
   bool is_call() const { return kind_ == NodeKind::Call; }
@@ -188,10 +184,6 @@ class Node {
  private:
   friend class Graph;
   explicit Node(Graph* graph, NodeKind kind) : graph_(graph), kind_(kind) {}
-
- public:
-  static void* operator new(std::size_t size) { return BlockCache<Node>::allocate(size); }
-  static void operator delete(void* p, std::size_t size) { BlockCache<Node>::deallocate(p, size); }
 
  private:
   Graph* graph_;

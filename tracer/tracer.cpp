@@ -35,26 +35,21 @@ using namespace detail;
 // The inner tensor of a fake trace's input: what at::empty({0}, meta).set_(base, ...) builds, made
 // directly with the example's metadata. This runs for every input of every trace: the two trips
 // through the dispatcher were a fifth of the metadata trace of a small graph.
-class InputMetaImpl final : public CopiedMetadataImpl {
+// A trace frees its inputs together, as it does its tracing tensors (graph/block_cache.h).
+class InputMetaImpl final : public CopiedMetadataImpl, public BlockAllocated<InputMetaImpl> {
  public:
   InputMetaImpl(c10::Storage storage, c10::TensorImpl& example)
       : CopiedMetadataImpl(std::move(storage), c10::DispatchKeySet(c10::DispatchKey::Meta), example.dtype()) {
     copy_metadata_from(example);
   }
-
-  // A trace frees its inputs together, as it does its tracing tensors (graph/block_cache.h).
-  static void* operator new(std::size_t size) { return BlockCache<InputMetaImpl>::allocate(size); }
-  static void operator delete(void* p, std::size_t size) { BlockCache<InputMetaImpl>::deallocate(p, size); }
 };
 
 // The fake storage of a fake trace's input: a meta StorageImpl, freed with the trace's inputs.
-class FakeInputStorage final : public c10::StorageImpl {
+class FakeInputStorage final : public c10::StorageImpl, public BlockAllocated<FakeInputStorage> {
  public:
   explicit FakeInputStorage(std::size_t nbytes)
       : c10::StorageImpl(use_byte_size_t(), static_cast<int64_t>(nbytes), c10::GetAllocator(c10::kMeta),
                          /*resizable=*/true) {}
-  static void* operator new(std::size_t size) { return BlockCache<FakeInputStorage>::allocate(size); }
-  static void operator delete(void* p, std::size_t size) { BlockCache<FakeInputStorage>::deallocate(p, size); }
 };
 
 class ModeScope {

@@ -17,11 +17,9 @@
 namespace aotpipe {
 namespace {
 
-struct Widget {
+struct Widget : BlockAllocated<Widget, 8> {
   explicit Widget(int v) : value(v) {}
   virtual ~Widget() = default;
-  static void* operator new(std::size_t size) { return BlockCache<Widget, 8>::allocate(size); }
-  static void operator delete(void* p, std::size_t size) { BlockCache<Widget, 8>::deallocate(p, size); }
   int value;
   char payload[200] = {};  // beyond glibc's fast bins, as graph nodes and values are
 };

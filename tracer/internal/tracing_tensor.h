@@ -86,7 +86,8 @@ class CopiedMetadataImpl : public c10::TensorImpl {
   }
 };
 
-class TracingTensorImpl final : public CopiedMetadataImpl {
+// Every traced op makes one; see graph/block_cache.h.
+class TracingTensorImpl final : public CopiedMetadataImpl, public BlockAllocated<TracingTensorImpl> {
  public:
   TracingTensorImpl(at::Tensor inner, std::shared_ptr<TraceState> state, Value* value, c10::Device logical_device)
       : CopiedMetadataImpl(c10::Storage(inner.storage()), kTracingKeys, inner.dtype()),
@@ -115,10 +116,6 @@ class TracingTensorImpl final : public CopiedMetadataImpl {
   Value* value() const { return value_; }
   void set_value(Value* v) { value_ = v; }
   c10::Device logical_device() const { return logical_device_; }
-
-  // Every traced op makes one; see graph/block_cache.h.
-  static void* operator new(std::size_t size) { return Blocks::allocate(size); }
-  static void operator delete(void* p, std::size_t size) { Blocks::deallocate(p, size); }
 
   c10::intrusive_ptr<c10::TensorImpl> shallow_copy_and_detach(const c10::VariableVersion& version_counter,
                                                               bool allow_tensor_metadata_change) const override {
@@ -155,7 +152,6 @@ class TracingTensorImpl final : public CopiedMetadataImpl {
   std::shared_ptr<TraceState> state_;
   Value* value_;
   c10::Device logical_device_;
-  using Blocks = BlockCache<TracingTensorImpl>;
 };
 
 inline TracingTensorImpl* as_traced(const at::Tensor& t) {
