@@ -36,10 +36,8 @@ std::size_t restore_attention(Graph& graph) {
     Value* logsumexp = node->outputs()[1];
     if (uses.count(logsumexp) || std::find(outputs.begin(), outputs.end(), logsumexp) != outputs.end()) continue;
     auto arg = [node](std::string_view name) -> Argument {
-      const auto& formals = node->schema().arguments();
-      for (std::size_t a = 0; a < formals.size() && a < node->args().size(); ++a)
-        if (formals[a].name() == name) return node->args()[a];
-      return Argument::none();
+      const std::optional<int> a = node->schema().argumentIndexWithName(name);
+      return a && static_cast<std::size_t>(*a) < node->args().size() ? node->args()[*a] : Argument::none();
     };
     Value* output = node->outputs()[0];
     std::vector<OutputSpec> spec(1);
@@ -68,15 +66,17 @@ std::size_t retarget_device(Graph& graph, c10::Device device) {
   std::size_t changes = 0;
   // A wrapped number (a Python scalar an importer passed for a Tensor parameter) is a CPU scalar
   // on every device, as in eager: moved, it would lose its place in type promotion.
-  auto is_wrapped_number = [&graph](const std::string& key) {
+  auto is_wrapped_number = [](const at::Tensor& t) {
+    return t.defined() && t.unsafeGetTensorImpl()->is_wrapped_number();
+  };
+  auto is_wrapped_constant = [&](const std::string& key) {
     auto it = graph.tensor_constants().find(key);
-    return it != graph.tensor_constants().end() && it->second.defined() &&
-           it->second.unsafeGetTensorImpl()->is_wrapped_number();
+    return it != graph.tensor_constants().end() && is_wrapped_number(it->second);
   };
   if (!device.is_cpu()) changes += restore_attention(graph);
   for (Value* in : graph.inputs()) changes += retarget_meta(in, device) ? 1 : 0;
   for (Node* node : graph.nodes()) {
-    if (!node->is_call() && is_wrapped_number(node->constant_name())) continue;
+    if (!node->is_call() && is_wrapped_constant(node->constant_name())) continue;
     for (Value* out : node->outputs()) changes += retarget_meta(out, device) ? 1 : 0;
     for (Argument& arg : node->args()) {
       if (arg.is_constant() && arg.constant().isDevice() && arg.constant().toDevice().is_cpu()) {
@@ -87,7 +87,7 @@ std::size_t retarget_device(Graph& graph, c10::Device device) {
   }
   const bool here = device_available(device);
   for (const auto& [key, tensor] : std::map<std::string, at::Tensor>(graph.tensor_constants())) {
-    if (!tensor.defined() || !tensor.device().is_cpu() || tensor.unsafeGetTensorImpl()->is_wrapped_number()) continue;
+    if (!tensor.defined() || !tensor.device().is_cpu() || is_wrapped_number(tensor)) continue;
     if (here) {
       graph.bind_constant(key, tensor.to(device));
     } else {

@@ -27,7 +27,9 @@ void infer_node_meta(Node& node) {
   torch::jit::Stack stack;
   const TensorMeta* first_tensor = nullptr;
   bool any_requires_grad = false;
+  const auto& formals = node.schema().arguments();
   for (const Argument& arg : node.args()) {
+    const std::size_t a = static_cast<std::size_t>(&arg - node.args().data());
     arg.for_each_value([&](Value* v) {
       if (!first_tensor && v->meta()) first_tensor = v->meta();
       any_requires_grad = any_requires_grad || (v->meta() && v->meta()->requires_grad);
@@ -35,13 +37,11 @@ void infer_node_meta(Node& node) {
     if (arg.is_value()) {
       stack.emplace_back(meta_tensor_of(node, arg.value()));
     } else if (arg.is_constant()) {
-      const auto& formals = node.schema().arguments();
-      const std::size_t a = static_cast<std::size_t>(&arg - node.args().data());
       stack.push_back(kernel_constant(arg.constant(), a < formals.size() ? &formals[a] : nullptr));
     } else {
       bool optional = false;
       for (Value* v : arg.value_list().values) optional = optional || v == nullptr;
-      const auto& formal = node.schema().arguments().at(&arg - node.args().data());
+      const auto& formal = formals.at(a);
       auto elem = formal.type()->expectRef<c10::ListType>().getElementType();
       if (optional || elem->kind() == c10::TypeKind::OptionalType) {
         c10::List<std::optional<at::Tensor>> list;

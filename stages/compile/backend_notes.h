@@ -9,11 +9,11 @@
 //    inference graph) are compiled in one group, where a backend keeps what they share (the
 //    CUDA-graph backend: one memory pool for both captures).
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
-#include <map>
 #include <vector>
 
 namespace aotpipe {
