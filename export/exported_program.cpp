@@ -15,6 +15,7 @@
 #include <mutex>
 #include <set>
 #include <type_traits>
+#include <unordered_map>
 
 namespace aotpipe {
 
@@ -327,6 +328,7 @@ std::shared_ptr<ExportedProgram::Impl> ExportedProgram::load(const std::filesyst
   if (inputs.size() != specs.size())
     throw Pt2Error(fmt::format("{}: the graph takes {} inputs but the signature describes {}", where, inputs.size(),
                                specs.size()));
+  std::unordered_map<const c10::TensorImpl*, at::Tensor> on_device;  // stored tensor -> itself on the device
   for (std::size_t i = 0; i < specs.size(); ++i) {
     const InputSpec& spec = specs[i];
     if (spec.kind == InputKind::UserInput) {
@@ -338,7 +340,11 @@ std::shared_ptr<ExportedProgram::Impl> ExportedProgram::load(const std::filesyst
           fmt::format("{}: input {} ('{}') is lifted state after a user input; torch.export puts "
                       "parameters, buffers and constants first",
                       where, i, spec.arg.name));
-    at::Tensor t = to_device(archive.state_tensor(*spec.target, describe(spec.kind)), options.device);
+    // A tensor under two names (tied weights) is one tensor on the device too.
+    at::Tensor stored = archive.state_tensor(*spec.target, describe(spec.kind));
+    auto [moved, fresh] = on_device.try_emplace(stored.unsafeGetTensorImpl());
+    if (fresh) moved->second = to_device(stored, options.device);
+    at::Tensor t = moved->second;
     if (spec.kind == InputKind::Parameter) {
       const bool requires_grad = impl->graph_json.at("tensor_values").at(spec.arg.name).value("requires_grad", true);
       t.requires_grad_(requires_grad);

@@ -70,9 +70,12 @@ class ExportedProgram {
   const ExportGraphSignature& signature() const;
   const std::vector<SymbolicDim>& symbolic_dims() const;
 
-  const std::vector<NamedTensor>& parameters() const;  // leaves; require grad as exported
-  const std::vector<NamedTensor>& buffers() const;     // persistent and non-persistent
-  const std::vector<NamedTensor>& constants() const;   // lifted tensor constants
+  // Leaves that require grad as exported. Tied parameters (one tensor under several names, as
+  // named_parameters(remove_duplicate=False) lists them) are one tensor here too: their uses
+  // accumulate into one .grad, as in eager.
+  const std::vector<NamedTensor>& parameters() const;
+  const std::vector<NamedTensor>& buffers() const;    // persistent and non-persistent
+  const std::vector<NamedTensor>& constants() const;  // lifted tensor constants
   // One tensor per lifted input of the graph, in graph input order (parameters, buffers,
   // constants): the leading arguments of flat_function().
   TensorList lifted_tensors() const;

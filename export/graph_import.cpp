@@ -1,8 +1,10 @@
 #include <aotpipe/export/exported_program.h>
 #include <aotpipe/export/internal/graph_import.h>
+#include <aotpipe/graph/autocast_region.h>
 
 #include <ATen/ScalarOps.h>
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/core/Device.h>
 #include <c10/core/Scalar.h>
 #include <fmt/format.h>
 
@@ -224,7 +226,7 @@ class GraphImporter {
     if (ns == "higher_order")
       fail_node(
           fmt::format("higher-order operator {} is not supported (control flow, wrapped subgraphs; only "
-                      "grad-mode regions are); export without it or inline it",
+                      "grad-mode and autocast regions are); export without it or inline it",
                       rest.substr(dot1 + 1)));
     if (dot1 == std::string_view::npos || dot1 == dot2)
       fail_node("target is not torch.ops.<namespace>.<op>.<overload>");
@@ -387,30 +389,38 @@ class GraphImporter {
     try {
       call = graph_.add_call(op, std::move(args), std::move(outputs));
     } catch (const std::exception& e) { fail_node(e.what()); }
+    if (!autocast_.empty()) call->attrs()[kAutocastAttr] = autocast_.back();
     for (std::size_t i = 0; i < export_names.size() && i < call->num_outputs(); ++i)
       if (!export_names[i].empty()) scopes_.back().values[export_names[i]] = call->output(i);
   }
 
-  // torch.export's grad-mode region (`with torch.no_grad():` in a training-IR forward): a
-  // subgraph run with grad mode off, inlined here. Its inputs are detached on entry, so nothing
-  // it computes requires grad or reaches the backward, as under no_grad; an enabling region only
+  // A higher-order region this importer inlines: torch.export's grad-mode region (`with
+  // torch.no_grad():` in a training-IR forward) and autocast region (`with torch.autocast(...)`,
+  // enabled or not). Its operands are the node's inputs from `first_operand` on.
+  //
+  // Grad mode: the subgraph's inputs are detached on entry when it disables grad, so nothing it
+  // computes requires grad or reaches the backward, as under no_grad; an enabling region only
   // matters inside a disabling one, whose inputs are already detached, so it is inlined as is.
-  void inline_grad_mode_region(const Json& node) {
+  // Autocast: every node of the subgraph carries the region's state (AutocastRegion, the
+  // innermost region's for nested ones) and runs under it, so libtorch's autocast kernels insert
+  // the casts eager inserts, in the interpreter and in every trace of it.
+  void inline_region(const Json& node, std::size_t first_operand, bool detach_operands,
+                     std::optional<AutocastRegion> autocast) {
     const Json& inputs = node.at("inputs");
-    if (inputs.size() < 2) fail_node("expected (enabled, subgraph, operands...)");
-    const bool enabled = inputs[0].at("arg").at("as_bool").get<bool>();
-    const Json& subgraph = inputs[1].at("arg").at("as_graph").at("graph");
+    if (inputs.size() < first_operand) fail_node(fmt::format("expected {} leading arguments", first_operand));
+    const Json& subgraph = inputs[first_operand - 1].at("arg").at("as_graph").at("graph");
     const Json& sub_inputs = subgraph.at("inputs");
-    if (sub_inputs.size() != inputs.size() - 2)
-      fail_node(fmt::format("the subgraph takes {} inputs, the node passes {}", sub_inputs.size(), inputs.size() - 2));
+    if (sub_inputs.size() != inputs.size() - first_operand)
+      fail_node(fmt::format("the subgraph takes {} inputs, the node passes {}", sub_inputs.size(),
+                            inputs.size() - first_operand));
     Scope inner(subgraph);
     const std::string outer_target = target_, outer_name = node_name_;
     for (std::size_t i = 0; i < sub_inputs.size(); ++i) {
-      const Json& operand = inputs[i + 2].at("arg");
+      const Json& operand = inputs[i + first_operand].at("arg");
       if (union_key(operand) != "as_tensor" || union_key(sub_inputs[i]) != "as_tensor")
-        fail_node(fmt::format("operand {} of the grad-mode region is not a tensor", i));
+        fail_node(fmt::format("operand {} of the region is not a tensor", i));
       Value* v = value(operand.at("as_tensor").at("name").get<std::string>());
-      if (!enabled) {
+      if (detach_operands) {
         OutputSpec detached;
         detached.name = graph_.fresh_name(v->name() + "_no_grad");
         if (v->meta()) {
@@ -422,10 +432,12 @@ class GraphImporter {
       inner.values[sub_inputs[i].at("as_tensor").at("name").get<std::string>()] = v;
     }
     scopes_.push_back(std::move(inner));
+    if (autocast) autocast_.push_back(autocast->to_attr());
     for (const Json& sub_node : subgraph.at("nodes")) add_node(sub_node);
+    if (autocast) autocast_.pop_back();
     std::vector<Value*> results;
     for (const Json& out : subgraph.at("outputs")) {
-      if (union_key(out) != "as_tensor") fail_node("a grad-mode region returning a non-tensor is not supported");
+      if (union_key(out) != "as_tensor") fail_node("a region returning a non-tensor is not supported");
       results.push_back(value(out.at("as_tensor").at("name").get<std::string>()));
     }
     scopes_.pop_back();
@@ -438,11 +450,36 @@ class GraphImporter {
       else if (union_key(out) == "as_tensors")
         for (const Json& t : out.at("as_tensors")) names.push_back(t.at("name").get<std::string>());
       else
-        fail_node(fmt::format("output kind '{}' of a grad-mode region is not supported", union_key(out)));
+        fail_node(fmt::format("output kind '{}' of a region is not supported", union_key(out)));
     }
     if (names.size() > results.size())
       fail_node(fmt::format("the node names {} results, its subgraph returns {}", names.size(), results.size()));
     for (std::size_t i = 0; i < names.size(); ++i) scopes_.back().values[names[i]] = results[i];
+  }
+
+  // wrap_with_set_grad_enabled(enabled, subgraph, *operands)
+  void inline_grad_mode_region(const Json& node) {
+    const Json& inputs = node.at("inputs");
+    if (inputs.size() < 2) fail_node("expected (enabled, subgraph, operands...)");
+    const bool enabled = inputs[0].at("arg").at("as_bool").get<bool>();
+    inline_region(node, 2, /*detach_operands=*/!enabled, std::nullopt);
+  }
+
+  // wrap_with_autocast(device_type, dtype, enabled, cache_enabled, subgraph, *operands)
+  void inline_autocast_region(const Json& node) {
+    const Json& inputs = node.at("inputs");
+    if (inputs.size() < 5) fail_node("expected (device_type, dtype, enabled, cache_enabled, subgraph, operands...)");
+    AutocastRegion region;
+    const std::string device_type = inputs[0].at("arg").at("as_string").get<std::string>();
+    try {
+      region.device_type = c10::Device(device_type).type();
+    } catch (const std::exception&) { fail_node(fmt::format("unknown autocast device type '{}'", device_type)); }
+    const Json& dtype = inputs[1].at("arg");
+    if (union_key(dtype) == "as_scalar_type")
+      region.dtype = dtype_from_serde(dtype.at("as_scalar_type").get<int64_t>());
+    region.enabled = inputs[2].at("arg").at("as_bool").get<bool>();
+    // cache_enabled only changes whether eager reuses a weight's cast: not what is computed.
+    inline_region(node, 5, /*detach_operands=*/false, region);
   }
 
   void add_node(const Json& node) {
@@ -450,6 +487,7 @@ class GraphImporter {
     node_name_ = node.value("name", std::string("?"));
     try {
       if (target_ == "torch.ops.higher_order.wrap_with_set_grad_enabled") return inline_grad_mode_region(node);
+      if (target_ == "torch.ops.higher_order.wrap_with_autocast") return inline_autocast_region(node);
       if (evaluate_symbolic(node)) return;
       if (target_.rfind(kOpsPrefix, 0) != 0)
         fail_node("this target is not an operator (torch.ops.*) nor symbolic arithmetic this importer evaluates");
@@ -479,6 +517,7 @@ class GraphImporter {
   std::unordered_map<std::string, bool> sym_bools_;
   std::string target_;
   std::string node_name_;
+  std::vector<std::string> autocast_;  // the autocast regions being imported, innermost last (attribute text)
 };
 
 }  // namespace

@@ -146,18 +146,28 @@ at::Tensor Pt2Archive::payload_tensor(const std::string& dir, const std::string&
       if (bytes) reader_->getRecord(record, flat.data_ptr(), bytes);
       it = storages_.emplace(record, flat).first;
     }
-    at::Tensor flat = it->second;
-    if (flat.numel() == 0 && meta.numel() > 0)  // the Python loader substitutes zeros too
-      return at::empty_strided(meta.sizes, meta.strides, at::TensorOptions().dtype(meta.dtype)).zero_();
-    int64_t extent = meta.numel() ? meta.storage_offset + 1 : 0;
-    for (std::size_t d = 0; d < meta.sizes.size() && meta.numel(); ++d) extent += (meta.sizes[d] - 1) * meta.strides[d];
-    if (extent > flat.numel())
-      throw Pt2Error(fmt::format("{}: '{}' ({}) needs {} elements of storage, record '{}' holds {}", where_, fqn,
-                                 to_string(meta), extent, record, flat.numel()));
-    return flat.as_strided(meta.sizes, meta.strides, meta.storage_offset).detach();
+    // torch.export writes a storage once, so two names of one tensor name one record with one
+    // metadata: they get one tensor (and so one leaf), not two views of one storage.
+    const std::string tensor_key = record + '\n' + payload.at("tensor_meta").dump();
+    if (auto same = tensors_.find(tensor_key); same != tensors_.end()) return same->second;
+    at::Tensor tensor = view_of(it->second, meta, fqn, record);
+    tensors_.emplace(tensor_key, tensor);
+    return tensor;
   } catch (const Pt2Error&) { throw; } catch (const std::exception& e) {
     throw Pt2Error(fmt::format("{}: state tensor '{}': {}", where_, fqn, first_line(e.what())));
   }
+}
+
+at::Tensor Pt2Archive::view_of(const at::Tensor& flat, const TensorMeta& meta, const std::string& fqn,
+                               const std::string& record) const {
+  if (flat.numel() == 0 && meta.numel() > 0)  // the Python loader substitutes zeros too
+    return at::empty_strided(meta.sizes, meta.strides, at::TensorOptions().dtype(meta.dtype)).zero_();
+  int64_t extent = meta.numel() ? meta.storage_offset + 1 : 0;
+  for (std::size_t d = 0; d < meta.sizes.size() && meta.numel(); ++d) extent += (meta.sizes[d] - 1) * meta.strides[d];
+  if (extent > flat.numel())
+    throw Pt2Error(fmt::format("{}: '{}' ({}) needs {} elements of storage, record '{}' holds {}", where_, fqn,
+                               to_string(meta), extent, record, flat.numel()));
+  return flat.as_strided(meta.sizes, meta.strides, meta.storage_offset).detach();
 }
 
 at::Tensor Pt2Archive::state_tensor(const std::string& fqn, std::string_view what) {

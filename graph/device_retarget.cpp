@@ -53,6 +53,27 @@ std::size_t restore_attention(Graph& graph) {
   return changes;
 }
 
+// A view torch.export recorded where the CPU's strides allowed one becomes reshape, which views
+// where the device's strides allow it and copies where they do not. The model's own code often
+// was `.contiguous().view()` or `.reshape()`: on the CPU the tensor was contiguous already, so the
+// export recorded no copy, but another device's kernels (attention, convolutions) may leave
+// other strides, and eager's contiguous() copies there. Same result where a view is possible.
+std::size_t relax_views(Graph& graph) {
+  std::vector<Node*> views;
+  for (Node* node : graph.nodes())
+    if (node->is_call() && node->qualified_name() == "aten::view") views.push_back(node);
+  for (Node* node : views) {
+    Value* output = node->output();
+    std::vector<OutputSpec> spec(1);
+    if (output->meta()) spec[0].meta = *output->meta();
+    Node* reshape = graph.add_call("aten::reshape", node->args(), std::move(spec), node);
+    reshape->attrs() = node->attrs();
+    graph.replace_all_uses(output, reshape->output());
+    graph.erase_node(node);
+  }
+  return views.size();
+}
+
 }  // namespace
 
 bool device_available(c10::Device device) {
@@ -73,7 +94,7 @@ std::size_t retarget_device(Graph& graph, c10::Device device) {
     auto it = graph.tensor_constants().find(key);
     return it != graph.tensor_constants().end() && is_wrapped_number(it->second);
   };
-  if (!device.is_cpu()) changes += restore_attention(graph);
+  if (!device.is_cpu()) changes += restore_attention(graph) + relax_views(graph);
   for (Value* in : graph.inputs()) changes += retarget_meta(in, device) ? 1 : 0;
   for (Node* node : graph.nodes()) {
     if (!node->is_call() && is_wrapped_constant(node->constant_name())) continue;

@@ -14,7 +14,9 @@ namespace aotpipe {
 // compile reads only their metadata); wrapped numbers (Python scalars passed for a Tensor
 // parameter) stay CPU scalars, as in eager. A CPU-only kernel the CPU picked for a composite op
 // (the CPU flash attention of scaled_dot_product_attention, its logsumexp unread) becomes that
-// op again, so the device picks its own. Returns the number of changes.
+// op again, so the device picks its own; every `view` becomes `reshape`, which copies where the
+// device's kernels left strides no view allows (torch.export records `contiguous()` as nothing
+// and `reshape` as `view` where the CPU's strides were contiguous). Returns the number of changes.
 std::size_t retarget_device(Graph& graph, c10::Device device);
 
 // True when this process can put tensors on `device` (CPU and meta always; cuda:N when a GPU

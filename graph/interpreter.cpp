@@ -1,3 +1,4 @@
+#include <aotpipe/graph/autocast_region.h>
 #include <aotpipe/graph/interpreter.h>
 #include <aotpipe/graph/kernel_arguments.h>
 
@@ -31,6 +32,7 @@ struct Instruction {
   bool list_return = false;
   std::string label;                                // "%mul = aten::mul.Tensor" for error messages
   std::vector<std::optional<TensorMeta>> declared;  // filled only with InterpreterOptions::check_meta
+  std::optional<AutocastRegion> autocast;           // the node ran under torch.autocast in the program
 };
 }  // namespace
 
@@ -93,6 +95,7 @@ Interpreter::Interpreter(const Graph& graph, InterpreterOptions options) {
       continue;
     }
     Instruction instr{node.op(), {}, {}, false, node.label()};
+    instr.autocast = AutocastRegion::of(node);
     std::size_t k = 0;
     auto read = [&](const Value* v) {
       const std::size_t id = id_of(v);
@@ -207,6 +210,8 @@ std::vector<c10::IValue> Interpreter::run_boxed(std::vector<c10::IValue> inputs)
       }
     }
     try {
+      std::optional<AutocastGuard> autocast;
+      if (instr.autocast) autocast.emplace(*instr.autocast);
       instr.op.callBoxed(stack);
     } catch (const std::exception& e) {
       throw GraphError(fmt::format("interpreter: graph '{}': {} failed: {}", p.graph_name, instr.label, e.what()));

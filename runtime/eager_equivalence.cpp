@@ -7,6 +7,8 @@
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/functions/accumulate_grad.h>
 
+#include <optional>
+#include <unordered_map>
 #include <unordered_set>
 
 namespace aotpipe {
@@ -51,8 +53,11 @@ TensorList grads_of(const TensorList& leaves, const TensorList& outputs, uint64_
   auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
   for (const auto& o : outputs) {
     if (!o.defined() || !o.requires_grad() || !o.is_floating_point()) continue;
-    // Drawn on the CPU (the generator's device), then moved: the same weights on any device.
-    at::Tensor w = at::randn(o.sizes(), gen, o.options().device(c10::kCPU).requires_grad(false)).to(o.device());
+    // Drawn on the CPU (the generator's device), then moved: the same weights on any device; a
+    // float64 reference run draws the float32 weights its float32 twin draws.
+    const c10::ScalarType draw_type = o.scalar_type() == c10::kDouble ? c10::kFloat : o.scalar_type();
+    at::Tensor w = at::randn(o.sizes(), gen, o.options().device(c10::kCPU).dtype(draw_type).requires_grad(false))
+                       .to(o.options().requires_grad(false));
     at::Tensor term = (o * w).sum();
     loss = loss.defined() ? loss + term : term;
   }
@@ -76,6 +81,61 @@ bool gradients_close(const at::Tensor& eager, const at::Tensor& compiled, Equiva
   return close(eager, compiled, tol);
 }
 
+// What a float64 run of the eager function computed, when it could run.
+struct Fp64Reference {
+  TensorList outputs;
+  TensorList inputs;  // after the call
+  TensorList grads;   // empty when the leaves do not match the float32 run's
+};
+
+// Float copies of the inputs in float64, sharing what the inputs share (a tensor passed twice is
+// one copy); leaves that require grad stay leaves that require grad.
+TensorList to_fp64(const TensorList& inputs) {
+  std::unordered_map<const c10::TensorImpl*, at::Tensor> copies;
+  TensorList out;
+  for (const at::Tensor& t : inputs) {
+    if (!t.defined() || !t.is_floating_point()) {
+      out.push_back(t);
+      continue;
+    }
+    auto [copy, fresh] = copies.try_emplace(t.unsafeGetTensorImpl());
+    if (fresh) copy->second = t.detach().to(c10::kDouble).requires_grad_(t.requires_grad());
+    out.push_back(copy->second);
+  }
+  return out;
+}
+
+std::optional<Fp64Reference> run_fp64(const Function& eager, const std::function<TensorList()>& make_inputs,
+                                      std::size_t num_leaves) {
+  try {
+    at::manual_seed(1234);
+    Fp64Reference ref;
+    ref.inputs = to_fp64(make_inputs());
+    const TensorList leaves = leaves_of(ref.inputs);
+    ref.outputs = eager(ref.inputs);
+    if (leaves.size() == num_leaves) ref.grads = grads_of(leaves, ref.outputs, 99);
+    return ref;
+  } catch (const std::exception&) {
+    return std::nullopt;  // e.g. an op with a fixed float32 dtype meets a float64 tensor
+  }
+}
+
+double rmse(const at::Tensor& a, const at::Tensor& b) {
+  if (a.numel() == 0) return 0;
+  return (a.to(c10::kDouble) - b.to(c10::kDouble)).square().mean().sqrt().item<double>();
+}
+
+bool as_close_as_eager(const at::Tensor& eager, const at::Tensor& compiled, const at::Tensor* fp64,
+                       EquivalenceTolerance tol) {
+  return fp64 && within_fp64_error(eager, compiled, *fp64, tol);
+}
+
+// The float64 reference's entry k, or null.
+const at::Tensor* entry(const std::optional<Fp64Reference>& ref, TensorList Fp64Reference::*list, std::size_t k) {
+  if (!ref || k >= ((*ref).*list).size()) return nullptr;
+  return &((*ref).*list)[k];
+}
+
 double max_abs_difference(const at::Tensor& a, const at::Tensor& b) {
   if (a.numel() == 0) return 0;
   return (a.to(at::kDouble) - b.to(at::kDouble)).abs().max().item<double>();
@@ -87,6 +147,15 @@ void differ(std::vector<std::string>& diffs, fmt::format_string<Args...> format,
 }
 
 }  // namespace
+
+// torch._dynamo.utils.same's rule for a float32 result against a float64 reference.
+bool within_fp64_error(const at::Tensor& eager, const at::Tensor& result, const at::Tensor& fp64,
+                       EquivalenceTolerance tol) {
+  if (!fp64.defined() || !result.defined() || !eager.defined() || fp64.sizes() != result.sizes() ||
+      eager.sizes() != result.sizes() || !result.is_floating_point())
+    return false;
+  return rmse(result, fp64) <= 2.0 * rmse(eager, fp64) + tol.rtol / 10.0;
+}
 
 std::vector<std::string> compare_with_eager(const Function& eager, const Function& compiled,
                                             const std::function<TensorList()>& make_inputs,
@@ -100,6 +169,8 @@ std::vector<std::string> compare_with_eager(const Function& eager, const Functio
   const TensorList comp_leaves = leaves_of(comp_in);
   TensorList eager_out = eager(eager_in);
   TensorList comp_out = compiled(comp_in);
+  const std::optional<Fp64Reference> fp64 =
+      tolerance.fp64_reference ? run_fp64(eager, make_inputs, eager_leaves.size()) : std::nullopt;
   if (eager_out.size() != comp_out.size()) {
     differ(diffs, "{} outputs, eager gives {}", comp_out.size(), eager_out.size());
     return diffs;
@@ -118,7 +189,7 @@ std::vector<std::string> compare_with_eager(const Function& eager, const Functio
     }
     if (e.scalar_type() != c.scalar_type())
       differ(diffs, "output {} dtype {}, eager {}", i, c10::toString(c.scalar_type()), c10::toString(e.scalar_type()));
-    else if (!close(e, c, tolerance))
+    else if (!close(e, c, tolerance) && !as_close_as_eager(e, c, entry(fp64, &Fp64Reference::outputs, i), tolerance))
       differ(diffs, "output {} values (max abs difference {})", i, max_abs_difference(e, c));
     if (e.requires_grad() != c.requires_grad())
       differ(diffs, "output {} requires_grad {}, eager {}", i, c.requires_grad(), e.requires_grad());
@@ -148,7 +219,8 @@ std::vector<std::string> compare_with_eager(const Function& eager, const Functio
     if (e.strides() != c.strides())
       differ(diffs, "input {} strides after the call [{}], eager [{}]", k, fmt::join(c.strides(), ", "),
              fmt::join(e.strides(), ", "));
-    if (!close(e, c, tolerance)) differ(diffs, "input {} values after the call", k);
+    if (!close(e, c, tolerance) && !as_close_as_eager(e, c, entry(fp64, &Fp64Reference::inputs, k), tolerance))
+      differ(diffs, "input {} values after the call", k);
   }
   const TensorList eager_grads = grads_of(eager_leaves, eager_out, 99);
   const TensorList comp_grads = grads_of(comp_leaves, comp_out, 99);
@@ -161,7 +233,8 @@ std::vector<std::string> compare_with_eager(const Function& eager, const Functio
     const at::Tensor& c = comp_grads[k];
     if (e.defined() != c.defined())
       differ(diffs, "gradient {} definedness: {}, eager {}", k, c.defined(), e.defined());
-    else if (e.defined() && !gradients_close(e, c, tolerance))
+    else if (e.defined() && !gradients_close(e, c, tolerance) &&
+             !as_close_as_eager(e, c, entry(fp64, &Fp64Reference::grads, k), tolerance))
       differ(diffs, "gradient {} values (max abs difference {}, max abs value {})", k, max_abs_difference(e, c),
              e.abs().max().item<double>());
   }

@@ -190,6 +190,66 @@ class DynamicMlp(nn.Module):
         return self.l2(h).view(x.shape[0], 2, 2)
 
 
+class TiedLmHead(nn.Module):
+    """A masked-LM head as BERT's: the decoder's weight is the word embedding's and its bias is the
+    head's own `bias` parameter (two tied pairs, one tensor under two names each, as
+    named_parameters(remove_duplicate=False) lists them); eager accumulates both uses of each
+    into one .grad."""
+
+    def __init__(self, vocab=32, dim=16):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, dim)
+        self.proj = nn.Linear(dim, dim)
+        self.norm = nn.LayerNorm(dim)
+        self.decoder = nn.Linear(dim, vocab)
+        self.bias = nn.Parameter(torch.randn(vocab) * 0.1)
+        self.decoder.weight = self.embed.weight
+        self.decoder.bias = self.bias
+
+    def forward(self, ids):
+        h = self.norm(F.gelu(self.proj(self.embed(ids))))
+        return self.decoder(h) + self.bias
+
+
+class AutocastRegions(nn.Module):
+    """torch.autocast regions, which the training IR keeps as wrap_with_autocast: a bfloat16 region
+    (its linears run in bfloat16, eager's casts) with a disabled region nested inside it (float32
+    again, as Llama's rotary embedding), then float32 code outside."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin1 = nn.Linear(8, 8)
+        self.lin2 = nn.Linear(8, 4)
+
+    def forward(self, x):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            h = F.relu(self.lin1(x))
+            with torch.autocast("cpu", enabled=False):
+                mix = torch.softmax(h.float() @ x.t(), dim=-1) @ x
+            y = self.lin2(h + mix)
+        return y.float().tanh(), mix
+
+
+class VitEncoderBlock(nn.Module):
+    """torchvision's ViT encoder block (pre-LN nn.MultiheadAttention, batch_first, and an MLP). On
+    the CPU the attention's output permute is contiguous, so the export records `.contiguous()` as
+    nothing and the head merge as a view, which another device's attention output would not
+    allow (compiled for cuda:0, it must copy where eager's contiguous() copies)."""
+
+    def __init__(self, dim=16, heads=2):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(dim)
+        self.attn = nn.MultiheadAttention(dim, heads, batch_first=True)
+        self.ln2 = nn.LayerNorm(dim)
+        self.mlp = nn.Sequential(nn.Linear(dim, 2 * dim), nn.GELU(), nn.Linear(2 * dim, dim))
+
+    def forward(self, x):
+        y = self.ln1(x)
+        y, _ = self.attn(y, y, y, need_weights=False)
+        x = x + y
+        return x + self.mlp(self.ln2(x))
+
+
 def models():
     """(name, module factory, input factory, training, dynamic_shapes, with a core-ATen archive)
     per example model."""
@@ -205,6 +265,9 @@ def models():
         ("buffer_mutation_const", BufferMutationConst, lambda: (torch.randn(5, 6, generator=g()),), True, None, True),
         ("no_grad_region", NoGradRegion, lambda: (torch.randn(5, 6, generator=g()),), True, None, False),
         ("eval_classifier", EvalClassifier, lambda: (torch.randn(2, 3, 8, 8, generator=g()),), False, None, True),
+        ("tied_lm_head", TiedLmHead, lambda: (torch.randint(0, 32, (2, 6), generator=g()),), True, None, True),
+        ("autocast_regions", AutocastRegions, lambda: (torch.randn(5, 8, generator=g()),), True, None, True),
+        ("vit_encoder_block", VitEncoderBlock, lambda: (torch.randn(1, 5, 16, generator=g()),), True, None, True),
         ("dynamic_mlp", DynamicMlp, lambda: (torch.randn(4, 8, generator=g()),), True,
          ({0: torch.export.Dim("batch", min=2, max=64)},), True),
     ]
@@ -222,8 +285,10 @@ def eager_step(model, args, training):
         grad_outputs = [torch.randn(o.shape, generator=gen, dtype=o.dtype) for o in outs]
         torch.autograd.backward(outs, grad_outputs)
         result["grad_outputs"] = grad_outputs
-        result["grads"] = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
-    result["buffers"] = {n: b.clone() for n, b in model.named_buffers()}
+        # Every name of a tied parameter, as the archive's signature lists each.
+        result["grads"] = {n: p.grad.clone() for n, p in model.named_parameters(remove_duplicate=False)
+                           if p.grad is not None}
+    result["buffers"] = {n: b.clone() for n, b in model.named_buffers(remove_duplicate=False)}
     return result
 
 

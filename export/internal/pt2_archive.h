@@ -29,7 +29,9 @@ class Pt2Archive {
   Json model_json() const;
 
   // A state tensor by FQN, from the weights or the constants config (non-persistent buffers and
-  // lifted constants are in the latter); entries naming the same file share one storage.
+  // lifted constants are in the latter); entries naming the same file share one storage, and
+  // entries naming the same file with the same metadata are one tensor: a tied parameter (GPT-2's
+  // lm_head.weight is transformer.wte.weight) is one leaf under each of its names, as in eager.
   // Throws Pt2Error when neither config has `fqn`.
   at::Tensor state_tensor(const std::string& fqn, std::string_view what);
 
@@ -41,6 +43,9 @@ class Pt2Archive {
   std::string read_string(const std::string& record) const;
   Json read_json(const std::string& record) const;
   at::Tensor payload_tensor(const std::string& dir, const std::string& fqn, const Json& payload);
+  // The tensor `meta` describes over `flat`, the bytes of `record`; checks it fits.
+  at::Tensor view_of(const at::Tensor& flat, const TensorMeta& meta, const std::string& fqn,
+                     const std::string& record) const;
 
   std::string where_;
   std::unique_ptr<caffe2::serialize::PyTorchStreamReader> reader_;
@@ -48,6 +53,7 @@ class Pt2Archive {
   Json weights_;                                // FQN -> PayloadMeta
   Json constants_;                              // FQN -> PayloadMeta
   std::map<std::string, at::Tensor> storages_;  // record -> flat tensor over its bytes
+  std::map<std::string, at::Tensor> tensors_;   // record + its tensor_meta -> the tensor made of it
 };
 
 }  // namespace aotpipe::pt2

@@ -6,6 +6,7 @@
 
 #include <aotpipe/export/compiled_exported_program.h>
 #include <aotpipe/export/exported_program.h>
+#include <aotpipe/runtime/graph_function.h>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -13,6 +14,8 @@
 #include <torch/torch.h>
 
 #include <filesystem>
+#include <map>
+#include <set>
 #include <string>
 
 namespace aotpipe {
@@ -31,8 +34,9 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   return info.param.model + (info.param.variant.empty() ? "_training_ir" : "_aten_ir");
 }
 
-const char* const kModels[] = {"resnet_bn_train",       "gpt_block_loss",  "lstm_tagger", "unet_decoder_block",
-                               "buffer_mutation_const", "eval_classifier", "dynamic_mlp", "no_grad_region"};
+const char* const kModels[] = {"resnet_bn_train",       "gpt_block_loss",   "lstm_tagger",      "unet_decoder_block",
+                               "buffer_mutation_const", "eval_classifier",  "dynamic_mlp",      "no_grad_region",
+                               "tied_lm_head",          "autocast_regions", "vit_encoder_block"};
 
 // Every archive of every model (no_grad_region has no core-ATen archive: see export_models.py).
 std::vector<Case> all_cases() {
@@ -233,6 +237,60 @@ TEST(ExportedProgramLoad, ForCudaScalarsStayOnTheCpuAndTheLoadedGraphIsReused) {
   EXPECT_EQ(scalars, 1u);  // mul_'s 0.9
   ASSERT_TRUE(program.sample_inputs());
   EXPECT_EQ(program.graph_for(*program.sample_inputs()).get(), &graph);
+}
+
+// A tied parameter is one tensor under each of its names (one leaf, one .grad), as in eager;
+// CompiledMatchesPyTorch checks that the .grad is the sum over both uses.
+TEST(ExportedProgramLoad, TiedParametersAreOneTensorUnderEachName) {
+  ExportedProgram program = load_exported_program(pt2_dir() / "tied_lm_head.pt2");
+  std::map<std::string, at::Tensor> by_name;
+  for (const NamedTensor& p : program.parameters()) by_name[p.name] = p.tensor;
+  ASSERT_TRUE(by_name.count("embed.weight") && by_name.count("decoder.weight"));
+  EXPECT_TRUE(by_name["embed.weight"].is_same(by_name["decoder.weight"]));
+  EXPECT_TRUE(by_name["bias"].is_same(by_name["decoder.bias"]));
+  EXPECT_FALSE(by_name["proj.weight"].is_same(by_name["embed.weight"]));
+  // On another device too (here the CPU stands in when the machine has no GPU).
+  ExportedProgram moved = load_exported_program(pt2_dir() / "tied_lm_head.pt2", {.device = c10::Device("cuda:0")});
+  const TensorList lifted = moved.lifted_tensors();
+  std::set<const c10::TensorImpl*> distinct;
+  for (const at::Tensor& t : lifted) distinct.insert(t.unsafeGetTensorImpl());
+  EXPECT_EQ(distinct.size(), lifted.size() - 2);
+}
+
+// Nodes of a torch.autocast region carry its state; the compiled graphs hold the casts eager's
+// autocast makes (CompiledMatchesPyTorch checks the values).
+TEST(ExportedProgramLoad, AutocastRegionsRunUnderTheirState) {
+  ExportedProgram program = load_exported_program(pt2_dir() / "autocast_regions.pt2");
+  std::map<std::string, std::size_t> regions;
+  for (const Node* node : program.graph().nodes())
+    if (auto it = node->attrs().find("autocast"); it != node->attrs().end()) ++regions[it->second];
+  EXPECT_GT(regions["cpu,BFloat16"], 0u);
+  EXPECT_GT(regions["cpu,off"], 0u);
+  EXPECT_EQ(regions.size(), 2u);
+  CompiledExportedProgram compiled = compile_exported_program(program);
+  const auto state = compiled.compiled_state(*program.sample_inputs());
+  ASSERT_TRUE(state->partition);
+  std::size_t to_bf16 = 0;
+  for (const Node* node : state->partition->forward.nodes())
+    if (node->is_call() && node->qualified_name() == "aten::_to_copy" && node->output()->meta() &&
+        node->output()->meta()->dtype == c10::kBFloat16)
+      ++to_bf16;
+  EXPECT_GE(to_bf16, 4u);  // lin1's input, weight, bias; lin2's weight and bias
+}
+
+// torchvision's ViT block exported on the CPU: the head merge after attention is a view there
+// and not on another device; loaded for cuda:0 it becomes reshape and compiles (no GPU needed).
+TEST(ExportedProgramLoad, ForCudaAViewOnlyTheCpuAllowedBecomesReshapeAndCompiles) {
+  ExportedProgram program =
+      load_exported_program(pt2_dir() / "vit_encoder_block.pt2", {.device = c10::Device("cuda:0")});
+  for (const Node* node : program.graph().nodes())
+    EXPECT_FALSE(node->is_call() && node->qualified_name() == "aten::view") << node->label();
+  AotConfig config;
+  config.num_params_buffers = program.lifted_tensors().size();
+  const CompileOutput out =
+      compile(program.name(), program.flat_function(), metadata_example_args(program.graph()), config);
+  ASSERT_TRUE(out.state()->partition);
+  for (const Value* input : out.state()->partition->forward.inputs()) EXPECT_TRUE(input->meta()->device.is_cuda());
 }
 
 // ---- symbolic dimensions ---------------------------------------------------------------------

@@ -11,8 +11,6 @@ namespace aotpipe::testing {
 
 std::filesystem::path pt2_dir() { return AOTPIPE_PT2_DIR; }
 
-namespace {
-
 std::vector<at::Tensor> tensor_list(const c10::IValue& v) {
   std::vector<at::Tensor> out;
   for (const c10::IValue& e : v.toListRef()) out.push_back(e.toTensor());
@@ -25,15 +23,15 @@ std::map<std::string, at::Tensor> tensor_dict(const c10::IValue& v) {
   return out;
 }
 
-}  // namespace
-
-EagerStep load_eager_step(const std::string& model) {
-  const std::filesystem::path path = pt2_dir() / (model + ".expected.pt");
+c10::Dict<c10::IValue, c10::IValue> load_saved_dict(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error("cannot open " + path.string());
   std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const c10::IValue value = torch::jit::pickle_load(bytes);
-  const auto dict = value.toGenericDict();
+  return torch::jit::pickle_load(bytes).toGenericDict();
+}
+
+EagerStep load_eager_step(const std::string& model) {
+  const auto dict = load_saved_dict(pt2_dir() / (model + ".expected.pt"));
   EagerStep step;
   step.inputs = tensor_list(dict.at("inputs"));
   step.outputs = tensor_list(dict.at("outputs"));

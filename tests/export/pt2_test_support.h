@@ -2,7 +2,9 @@
 // Shared by the .pt2 tests: the example archives of examples/pt2/, what eager PyTorch computed for
 // them (<name>.expected.pt, written by examples/pt2/export_models.py), and a way to write a
 // modified copy of an archive (for the bad-input tests).
+#include <ATen/core/Dict.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/core/ivalue.h>
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
@@ -25,6 +27,11 @@ struct EagerStep {
   bool training = false;
 };
 EagerStep load_eager_step(const std::string& model);
+
+// A file torch.save wrote (a dict of tensors, lists and dicts of tensors, numbers, strings).
+c10::Dict<c10::IValue, c10::IValue> load_saved_dict(const std::filesystem::path& path);
+std::vector<at::Tensor> tensor_list(const c10::IValue& list);
+std::map<std::string, at::Tensor> tensor_dict(const c10::IValue& dict);
 
 // Copies archive `from` to `to` (a .pt2 whose stem becomes its top folder), passing models/*.json
 // through `edit_model` and every other text record through `edit_record(name, bytes)`.

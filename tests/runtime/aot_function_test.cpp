@@ -35,6 +35,14 @@ std::vector<Case> cases() {
                [] {
                  return TensorList{torch::randn({8, 16}), param({16, 32}), param({32})};
                }});
+  // A tied parameter (GPT-2's lm_head.weight is its embedding's weight) passed twice: one leaf,
+  // whose .grad is the sum over both uses, as in eager.
+  c.push_back({"parameter_passed_twice",
+               [](const TensorList& a) { return TensorList{at::embedding(a[0], a[1]).sum(1).mm(a[2].t()).sin()}; },
+               [] {
+                 at::Tensor tied = param({10, 4});
+                 return TensorList{tied, torch::randint(0, 10, {3, 5}), tied};
+               }});
   c.push_back({"cos_cos_cos", [](const TensorList& a) { return TensorList{a[0].cos().cos().cos()}; },
                [] { return TensorList{param({64})}; }});
   c.push_back({"input_mutation_non_leaf",

@@ -84,21 +84,25 @@ struct CompileOptions {
   std::string remote_cache;  // redis://HOST:PORT: the cache's shared level
 };
 
+// --check's judge: float32's own error, measured against a float64 run of the eager program.
+constexpr EquivalenceTolerance kCheckTolerance{.fp64_reference = true};
+
 // Runs the compiled function against the graph run eagerly on fresh random inputs (a .pt2: on
-// copies of its state and its sample inputs).
+// copies of its state, tied tensors kept tied, and its sample inputs).
 std::vector<std::string> check_against_eager(const PreparedGraph& prepared, const CompileOutput& compiled,
                                              uint64_t seed) {
   if (prepared.program) {
     const ExportedProgram& program = *prepared.program;
-    return compare_with_eager(program.flat_function(), compiled.runtime,
-                              [&program, seed] { return check_inputs(program, seed + 1); });
+    return compare_with_eager(
+        program.flat_function(), compiled.runtime, [&program, seed] { return check_inputs(program, seed + 1); },
+        kCheckTolerance);
   }
   const Graph& graph = *prepared.graph;
   auto make_inputs = [&graph, seed] {
     auto gen = at::make_generator<at::CPUGeneratorImpl>(seed + 1);
     return example_args(graph, gen);
   };
-  return compare_with_eager(graph_function(prepared.graph), compiled.runtime, make_inputs);
+  return compare_with_eager(graph_function(prepared.graph), compiled.runtime, make_inputs, kCheckTolerance);
 }
 
 std::string host_name() {

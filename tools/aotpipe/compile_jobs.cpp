@@ -69,7 +69,7 @@ void prepare_exported(const GraphFile& file, const JobSettings& settings, GraphR
     // The archive outlives the batch (PreparedGraph owns it): the key's graph need not own it.
     std::shared_ptr<const Graph> graph(std::shared_ptr<const Graph>(), &program.graph());
     CompileJob job =
-        make_job(row.name, program.flat_function(), metadata_example_args(program.graph()), settings, std::move(graph));
+        make_job(row.name, program.flat_function(), compile_example_args(program), settings, std::move(graph));
     job.config.num_params_buffers = program.lifted_tensors().size();
     prepared.job = std::move(job);
   } catch (const std::exception& e) {

@@ -1,9 +1,12 @@
 #include "aotpipe/exported_programs.h"
 
 #include <aotpipe/graph/random_tensor.h>
+#include <aotpipe/runtime/graph_function.h>
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <fmt/format.h>
+
+#include <unordered_map>
 
 namespace aotpipe::cli {
 
@@ -23,10 +26,33 @@ std::string describe_exported_program(const ExportedProgram& program) {
   return out;
 }
 
+namespace {
+
+// Where the program's state holds one tensor under two names (tied parameters), `args` gets one
+// tensor there too: the first's. A compile must see the duplicate pattern every call will have,
+// and a check must see how eager's one leaf adds up its gradients.
+void tie_like_state(TensorList& args, const ExportedProgram& program) {
+  const TensorList lifted = program.lifted_tensors();
+  std::unordered_map<const c10::TensorImpl*, std::size_t> first;
+  for (std::size_t i = 0; i < lifted.size() && i < args.size(); ++i) {
+    auto [it, fresh] = first.try_emplace(lifted[i].unsafeGetTensorImpl(), i);
+    if (!fresh) args[i] = args[it->second];
+  }
+}
+
+}  // namespace
+
+TensorList compile_example_args(const ExportedProgram& program) {
+  TensorList args = metadata_example_args(program.graph());
+  tie_like_state(args, program);
+  return args;
+}
+
 TensorList check_inputs(const ExportedProgram& program, uint64_t seed) {
   TensorList args;
   for (const at::Tensor& t : program.lifted_tensors())
     args.push_back(t.detach().clone().requires_grad_(t.requires_grad()));
+  tie_like_state(args, program);
   if (program.sample_inputs()) {
     for (const at::Tensor& t : *program.sample_inputs()) args.push_back(t.detach().clone());
     return args;

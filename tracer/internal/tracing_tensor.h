@@ -60,6 +60,15 @@ struct TraceState {
 extern constinit thread_local TraceState* tls_current_trace;
 extern thread_local std::shared_ptr<TraceState> tls_current_owner;  // the same trace, owning
 
+// The autocast key eager tensors of `device` carry (AutocastCPU, AutocastCUDA; none for others).
+inline c10::DispatchKeySet autocast_keys(c10::DeviceType device) {
+  switch (device) {
+    case c10::DeviceType::CPU: return c10::DispatchKeySet(c10::DispatchKey::AutocastCPU);
+    case c10::DeviceType::CUDA: return c10::DispatchKeySet(c10::DispatchKey::AutocastCUDA);
+    default: return {};
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // The tracing tensor.
 inline const c10::DispatchKeySet kTracingKeys({kTraceKey, c10::DispatchKey::PrivateUse1});
@@ -99,6 +108,9 @@ class TracingTensorImpl final : public CopiedMetadataImpl, public BlockAllocated
     // ATen (options(), *_like, _to_copy with a dtype only) and user code see what eager sees.
     // The backward still runs on the calling thread: traces disable autograd multithreading.
     device_opt_ = logical_device_;
+    // Autocast's key is that of the device the tensor stands for (AutocastCPU, AutocastCUDA), not
+    // PrivateUse1's: a node that ran under torch.autocast gets eager's casts in a trace.
+    key_set_ = (key_set_ - c10::autocast_dispatch_keyset) | autocast_keys(logical_device_.type());
     copy_inner_metadata();
   }
 
