@@ -133,6 +133,19 @@ class DeviceInference {
   std::optional<std::string> conflict_;
 };
 
+// aten::index.Tensor is tagged dynamic_output_shape for its boolean-mask form; with integer
+// indices only its output shape is the indices' broadcast shape, which its Meta kernel computes
+// (Swin's relative position bias, embedding-like gathers), as PyTorch's fake tensors allow.
+bool integer_indexing(const c10::OperatorHandle& op, const torch::jit::Stack& stack, std::size_t first) {
+  if (op.operator_name().name != "aten::index" || op.operator_name().overload_name != "Tensor") return false;
+  if (stack.size() != first + 2 || !stack[first + 1].isList()) return false;
+  for (const c10::IValue& index : stack[first + 1].toListRef()) {
+    if (index.isNone()) continue;
+    if (!index.isTensor() || !c10::isIntegralType(index.toTensor().scalar_type(), /*includeBool=*/false)) return false;
+  }
+  return true;
+}
+
 // The tensors of one traced call, as the fallback unwraps them.
 struct OpCall {
   bool cpu_fallback = false;
@@ -219,7 +232,7 @@ void trace_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*ks*/, t
   }
 
   const bool fake = st->fake();
-  if (fake && traits.data_dependent)
+  if (fake && traits.data_dependent && !integer_indexing(op, *stack, first))
     fail(qualified_name(op),
          "its output (value or shape) depends on tensor data, which fake tracing does not have; "
          "trace in TraceMode::Real or avoid the op");

@@ -1,0 +1,144 @@
+// Step times of the model zoo (tests/zoo/export_zoo.py's archives), for bench/export/zoo_table.py,
+// which runs it in rounds interleaved with PyTorch eager's steps and prints the zoo table.
+//
+//   zoo_step_bench --zoo DIR [--only NAME,...] [--samples N] [--batch-ms MS]
+//
+// Per model, one JSON line with milliseconds:
+//   load_ms          load_exported_program of NAME.train.pt2
+//   compile_ms       compile_exported_program + the training compile at the sample inputs
+//   first_step_ms    load + compile + the first training step (forward and backward), from scratch
+//   compiled_step_ms one training step of the compiled program (forward, backward with fixed
+//                    gradients, .grad reset), median of interleaved batches
+//   interpreted_step_ms  the same step through the exported program run by the interpreter
+//   compiled_eval_ms, interpreted_eval_ms  one eval-mode call (NAME.eval.pt2) under no_grad
+//   ops_forward, ops_backward  nodes of the compiled forward and backward graphs
+#include <aotpipe/export/compiled_exported_program.h>
+
+#include "median_time.h"
+
+#include <nlohmann/json.hpp>
+#include <torch/csrc/autograd/autograd.h>
+#include <torch/csrc/autograd/grad_mode.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <set>
+#include <sstream>
+#include <string>
+
+namespace {
+
+using aotpipe::TensorList;
+namespace bench = aotpipe::bench;
+
+// A training step: the call, a backward with one fixed gradient per differentiable output, and
+// .grad reset (as zero_grad(set_to_none=True)) so steps do not accumulate.
+struct Step {
+  std::function<TensorList(const TensorList&)> call;
+  const aotpipe::ExportedProgram* program;
+  TensorList inputs;
+  void operator()() const {
+    const TensorList outputs = call(inputs);
+    TensorList differentiable, seeds;
+    for (const at::Tensor& o : outputs)
+      if (o.requires_grad()) {
+        differentiable.push_back(o);
+        seeds.push_back(at::ones_like(o));
+      }
+    if (!differentiable.empty()) torch::autograd::backward(differentiable, seeds);
+    for (const aotpipe::NamedTensor& p : program->parameters()) p.tensor.mutable_grad().reset();
+  }
+};
+
+TensorList sample_inputs(const aotpipe::ExportedProgram& program) {
+  if (!program.sample_inputs()) throw std::runtime_error(program.name() + ": the archive has no sample inputs");
+  return *program.sample_inputs();
+}
+
+nlohmann::json measure(const std::filesystem::path& zoo, const std::string& name, int samples, double batch_ms) {
+  const auto train = zoo / (name + ".train.pt2");
+  nlohmann::json row{{"model", name}};
+  row["first_step_ms"] = bench::elapsed_ms([&] {
+    aotpipe::ExportedProgram program = aotpipe::load_exported_program(train);
+    aotpipe::CompiledExportedProgram compiled = aotpipe::compile_exported_program(program);
+    Step{[&](const TensorList& in) { return compiled(in); }, &program, sample_inputs(program)}();
+  });
+  aotpipe::ExportedProgram program;
+  row["load_ms"] = bench::elapsed_ms([&] { program = aotpipe::load_exported_program(train); });
+  aotpipe::CompiledExportedProgram compiled = aotpipe::compile_exported_program(program);
+  const TensorList inputs = sample_inputs(program);
+  std::shared_ptr<const aotpipe::CompileState> state;
+  row["compile_ms"] = bench::elapsed_ms([&] { state = compiled.compiled_state(inputs); });
+  if (state->partition) {
+    row["ops_forward"] = state->partition->forward.num_nodes();
+    row["ops_backward"] = state->partition->backward.num_nodes();
+  }
+  Step compiled_step{[&](const TensorList& in) { return compiled(in); }, &program, inputs};
+  // The interpreted program gets its own load: the two steps must not share parameters' .grad.
+  aotpipe::ExportedProgram interpreted = aotpipe::load_exported_program(train);
+  Step interpreted_step{[&](const TensorList& in) { return interpreted(in); }, &interpreted, inputs};
+  const auto steps = bench::interleaved_median_ms(samples, batch_ms, compiled_step, interpreted_step);
+  row["compiled_step_ms"] = steps[0];
+  row["interpreted_step_ms"] = steps[1];
+
+  const auto eval_path = zoo / (name + ".eval.pt2");
+  aotpipe::ExportedProgram eval = aotpipe::load_exported_program(eval_path);
+  aotpipe::CompiledExportedProgram eval_compiled = aotpipe::compile_exported_program(eval);
+  const TensorList eval_inputs = sample_inputs(eval);
+  torch::NoGradGuard no_grad;
+  auto compiled_eval = [&] { eval_compiled(eval_inputs); };
+  auto interpreted_eval = [&] { eval(eval_inputs); };
+  const auto evals = bench::interleaved_median_ms(samples, batch_ms, compiled_eval, interpreted_eval);
+  row["compiled_eval_ms"] = evals[0];
+  row["interpreted_eval_ms"] = evals[1];
+  return row;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::filesystem::path zoo;
+  std::set<std::string> only;
+  int samples = 7;
+  double batch_ms = 50;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) throw std::invalid_argument(arg + " needs a value");
+      return argv[++i];
+    };
+    if (arg == "--zoo") {
+      zoo = next();
+    } else if (arg == "--only") {
+      std::stringstream names(next());
+      for (std::string n; std::getline(names, n, ',');) only.insert(n);
+    } else if (arg == "--samples") {
+      samples = std::max(1, std::stoi(next()));
+    } else if (arg == "--batch-ms") {
+      batch_ms = std::stod(next());
+    } else {
+      std::cerr << "usage: zoo_step_bench --zoo DIR [--only NAME,...] [--samples N] [--batch-ms MS]\n";
+      return 2;
+    }
+  }
+  std::ifstream manifest_file(zoo / "manifest.json");
+  if (!manifest_file) {
+    std::cerr << "zoo_step_bench: no manifest.json in '" << zoo.string() << "' (scripts/zoo-export)\n";
+    return 2;
+  }
+  const nlohmann::json manifest = nlohmann::json::parse(manifest_file);
+  int failures = 0;
+  for (const nlohmann::json& entry : manifest.at("models")) {
+    const std::string name = entry.at("name");
+    if ((!only.empty() && !only.count(name)) || entry.value("status", "") == "export_failed") continue;
+    try {
+      std::cout << measure(zoo, name, samples, batch_ms).dump() << std::endl;
+    } catch (const std::exception& e) {
+      std::cout << nlohmann::json{{"model", name}, {"error", e.what()}}.dump() << std::endl;
+      ++failures;
+    }
+  }
+  return failures ? 1 : 0;
+}

@@ -1,0 +1,152 @@
+"""The model zoo's table: every model of tests/zoo/export_zoo.py, its compile and step times from
+C++ (bench/export/zoo_step_bench) beside PyTorch eager's step in Python, and the zoo test's result.
+
+Rounds alternate: PyTorch eager's steps for every model, then zoo_step_bench over every model
+(compiled and interpreted steps, themselves interleaved), and each figure is the median over the
+rounds, so the machine's drift and noise hit both sides alike.
+
+Columns (milliseconds, medians):
+  ops          call nodes of the training export
+  compile      the training compile at the sample inputs (compile_exported_program, first use)
+  first step   load + compile + the first training step, from scratch, in one process
+  eager        one training step of the nn.Module in PyTorch eager (forward, backward, zero_grad)
+  compiled     the same step of the compiled program from C++
+  interp.      the same step of the exported program run by aotpipe's interpreter (no compile)
+  c/e          compiled / eager (below 1: the compiled step is faster)
+  eval e / c   one eval-mode call under no_grad: eager / compiled
+  result       the zoo test (zoo_test --gtest_filter=Zoo.NAME): ok, FAILED, or skipped (no export)
+
+Usage: $AOTPIPE_PYTHON bench/export/zoo_table.py [--zoo DIR] [--build build] [--rounds 3]
+       [--only NAME,...] [--markdown]
+"""
+import argparse
+import copy
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "tests", "zoo"))
+
+import torch  # noqa: E402
+
+import export_zoo as zoo  # noqa: E402
+
+
+def zoo_dir():
+    out = subprocess.run([os.path.join(ROOT, "scripts", "zoo-export")], check=True, stdout=subprocess.PIPE, text=True)
+    return out.stdout.strip().splitlines()[-1]
+
+
+def eager_round(models):
+    """{name: (train step ms, eval ms)} of one round of PyTorch eager."""
+    times = {}
+    for name, (initial, inputs, grad_outputs) in models.items():
+        times[name] = zoo.timings(initial, inputs, grad_outputs)
+    return times
+
+
+def bench_round(bench, zoo_path, names):
+    out = subprocess.run([bench, "--zoo", zoo_path, "--only", ",".join(names), "--samples", "5"],
+                         stdout=subprocess.PIPE, text=True)
+    rows = {}
+    for line in out.stdout.splitlines():
+        if line.startswith("{"):
+            row = json.loads(line)
+            rows[row["model"]] = row
+    return rows
+
+
+def test_results(test, zoo_path, names):
+    with tempfile.TemporaryDirectory() as tmp:
+        report = os.path.join(tmp, "zoo.json")
+        env = dict(os.environ, AOTPIPE_ZOO_DIR=zoo_path)
+        subprocess.run([test, "--gtest_brief=1", f"--gtest_output=json:{report}",
+                        "--gtest_filter=" + ":".join(f"Zoo.{n}" for n in names)],
+                       env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        results = {}
+        with open(report) as f:
+            for suite in json.load(f)["testsuites"]:
+                for case in suite["testsuite"]:
+                    if case.get("result") == "SKIPPED":
+                        results[case["name"]] = "skipped"
+                    else:
+                        results[case["name"]] = "FAILED" if case.get("failures") else "ok"
+        return results
+
+
+def median(values):
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def fmt(v, digits=1):
+    return "-" if v is None else f"{v:.{digits}f}"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--zoo", help="the zoo's folder (default: scripts/zoo-export's)")
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--only")
+    opts = ap.parse_args()
+    zoo_path = opts.zoo or zoo_dir()
+    with open(os.path.join(zoo_path, "manifest.json")) as f:
+        manifest = json.load(f)
+    entries = [m for m in manifest["models"] if not opts.only or m["name"] in opts.only.split(",")]
+    exported = [m["name"] for m in entries if m["status"] != "export_failed"]
+    builders = {name: (make_model, make_inputs) for name, _, _, make_model, make_inputs in zoo.all_models()}
+    models = {}
+    for name in exported:
+        make_model, make_inputs = builders[name]
+        torch.manual_seed(0)
+        initial = zoo.zero_dropout(make_model()).train()
+        inputs = list(make_inputs())
+        outputs = zoo.as_list(copy.deepcopy(initial)(*zoo.clone_inputs(inputs)))
+        models[name] = (initial, inputs, zoo.seeds_for(outputs))
+
+    bench = os.path.join(opts.build, "bench", "export", "zoo_step_bench")
+    eager, compiled = [], []
+    for r in range(opts.rounds):
+        print(f"round {r + 1}/{opts.rounds}: eager", file=sys.stderr, flush=True)
+        eager.append(eager_round(models))
+        print(f"round {r + 1}/{opts.rounds}: zoo_step_bench", file=sys.stderr, flush=True)
+        compiled.append(bench_round(bench, zoo_path, exported))
+    results = test_results(os.path.join(opts.build, "tests", "zoo", "zoo_test"), zoo_path, [m["name"] for m in entries])
+
+    print(f"torch {manifest['torch']}, torchvision {manifest['torchvision']}, timm {manifest['timm']}, "
+          f"transformers {manifest['transformers']}; {os.cpu_count()} CPUs; medians of {opts.rounds} rounds (ms)\n")
+    print("| model | library | ops | compile | first step | eager | compiled | interp. | c/e | eval e / c | result |")
+    print("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|---|")
+    ratios = []
+    for m in entries:
+        name = m["name"]
+        if m["status"] == "export_failed":
+            print(f"| {name} | {m['library']} | - | - | - | - | - | - | - | - | not exportable: {m.get('error', '?').splitlines()[0][:120]} |")
+            continue
+        rows = [c.get(name, {}) for c in compiled]
+        col = lambda key: median([row.get(key) for row in rows])  # noqa: E731
+        e_train = median([e[name][0] for e in eager])
+        e_eval = median([e[name][1] for e in eager])
+        c_train = col("compiled_step_ms")
+        ratio = c_train / e_train if c_train and e_train else None
+        if ratio:
+            ratios.append(ratio)
+        errors = [row["error"] for row in rows if "error" in row]
+        result = results.get(name, "?") + (f" (bench: {errors[0][:80]})" if errors else "")
+        print(f"| {name} | {m['library']} | {m.get('train_ops', '-')} | {fmt(col('compile_ms'))} | "
+              f"{fmt(col('first_step_ms'))} | {fmt(e_train, 2)} | {fmt(c_train, 2)} | "
+              f"{fmt(col('interpreted_step_ms'), 2)} | {fmt(ratio, 2)} | {fmt(e_eval, 2)} / "
+              f"{fmt(col('compiled_eval_ms'), 2)} | {result} |")
+    if ratios:
+        print(f"\ncompiled / eager training step: median {statistics.median(ratios):.2f}, "
+              f"min {min(ratios):.2f}, max {max(ratios):.2f} over {len(ratios)} models")
+    print("results: " + ", ".join(f"{v} {list(results.values()).count(v)}" for v in sorted(set(results.values()))))
+
+
+if __name__ == "__main__":
+    main()

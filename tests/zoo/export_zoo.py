@@ -1,0 +1,729 @@
+"""The model zoo: third-party models (torchvision, timm, Hugging Face transformers) at reduced
+sizes, exported with torch.export, with what eager PyTorch computes for them.
+
+For every model NAME this writes into --out DIR:
+  NAME.train.pt2     torch.export.save(torch.export.export(wrapper.train(), inputs))
+  NAME.eval.pt2      the same wrapper (a fresh copy of the initial weights) in eval mode
+  NAME.expected.pt   torch.save of a dict of plain lists/dicts of tensors (read from C++ with
+                     torch::jit::pickle_load):
+                       "inputs"          the user inputs, in the order the export takes them
+                       "train_outputs"   the outputs of one training-mode forward (fp32)
+                       "grad_outputs"    the seeds fed to torch.autograd.backward (one per
+                                         output; a 0-element tensor for an output that gets none)
+                       "grads"           {parameter FQN: .grad} under every name of
+                                         named_parameters(remove_duplicate=False)
+                       "no_grad"         FQNs of parameters whose .grad stayed None
+                       "buffers"         {buffer FQN: value after the step}, for the buffers the
+                                         export lifts as BUFFER inputs
+                       "train_outputs64", "grads64", "buffers64", "eval_outputs64"
+                                         the same on a float64 copy (absent if that failed)
+                       "eval_outputs"    outputs of the eval-mode model under no_grad
+                       "training"        1
+  manifest.json      versions, and per model: name, library, constructor, status ("ok",
+                     "export_failed", "fp64_failed"), error, train_ops, eval_ops, num_params,
+                     tied, eager_train_ms, eager_eval_ms (and informative extras: seconds,
+                     export_seconds, higher_order_ops, export_check_max_abs_diff, reinit_zero,
+                     input_shapes, num_param_names, num_param_values), and
+                     export_backward_error: the first line of the error PyTorch's own
+                     ep.module() raises in a training step's backward, for a program torch.export
+                     made not differentiable (a custom autograd.Function's backward dropped)
+
+Models are in training mode with every dropout / drop-path probability 0; BatchNorm stays in
+training mode. A model torch.export cannot export (or whose export torch.export.save cannot
+write) stays in the manifest with status "export_failed" and the error.
+
+Usage: $AOTPIPE_PYTHON tests/zoo/export_zoo.py --out DIR [--only NAME[,NAME...]] [--list]
+(scripts/zoo-export runs it once per version of this file and of the libraries, and caches the
+result outside the clone.)
+"""
+import argparse
+import copy
+import json
+import os
+import re
+import statistics
+import sys
+import time
+import traceback
+import warnings
+import zipfile
+import zlib
+
+import torch
+import torch.nn as nn
+import torch.utils._pytree as pytree
+
+warnings.filterwarnings("ignore")
+
+IMG = 32
+BATCH = 2
+SEQ = 8
+VOCAB = 100
+
+
+# ----------------------------------------------------------------------------------------------
+# Helpers
+# ----------------------------------------------------------------------------------------------
+
+
+class ZooWrapper(nn.Module):
+    """Holds the third-party model as `m`; forward takes only tensors and returns a tensor or a
+    flat tuple of tensors (every tensor leaf of what `call(m, *args)` returns, in order)."""
+
+    def __init__(self, model, call=None, after_train=None):
+        super().__init__()
+        self.m = model
+        self._call = call
+        self._after_train = after_train
+
+    def train(self, mode=True):
+        super().train(mode)
+        if mode and self._after_train is not None:
+            self._after_train(self.m)
+        return self
+
+    def forward(self, *args):
+        out = self._call(self.m, *args) if self._call is not None else self.m(*args)
+        leaves = [x for x in pytree.tree_leaves(out) if isinstance(x, torch.Tensor)]
+        return leaves[0] if len(leaves) == 1 else tuple(leaves)
+
+
+def zero_dropout(model):
+    """Every dropout / drop-path / stochastic-depth probability to 0 (most are already 0 from
+    the constructor's arguments; this catches the hard-coded ones)."""
+    for mod in model.modules():
+        if isinstance(mod, nn.modules.dropout._DropoutNd):
+            mod.p = 0.0
+        for attr in ("drop_prob", "drop_path_prob", "drop_rate", "dropout", "dropout_p", "dropout_rate",
+                     "attention_dropout", "activation_dropout", "layerdrop"):
+            v = getattr(mod, attr, None)
+            if isinstance(v, float) and v != 0.0:
+                setattr(mod, attr, 0.0)
+        if type(mod).__name__ == "StochasticDepth":  # torchvision.ops.StochasticDepth
+            mod.p = 0.0
+    return model
+
+
+NORMS = (nn.modules.batchnorm._NormBase, nn.GroupNorm, nn.LayerNorm)
+
+
+def reinit_all_zero_weights(model, seed):
+    """A weight initialised to all zeros makes every gradient upstream of it zero (torchvision
+    ViT's head; timm's zero_init_last: the last norm's gamma of each residual block), so the step
+    would test little: such a weight matrix gets small random values, such a norm's weight ones."""
+    names = []
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for mod_name, mod in model.named_modules():
+            for p_name, p in mod.named_parameters(recurse=False):
+                if p.numel() == 0 or p.any():
+                    continue
+                if p.dim() >= 2:
+                    p.copy_(torch.randn(p.shape, generator=g) * 0.02)
+                elif isinstance(mod, NORMS) and p_name == "weight":
+                    p.fill_(1.0)
+                else:
+                    continue
+                names.append(f"{mod_name}.{p_name}" if mod_name else p_name)
+    return names
+
+
+RANDOM_OPS = ("rand", "randn", "randint", "randperm", "bernoulli", "normal", "uniform", "multinomial",
+              "native_dropout", "dropout", "feature_dropout", "alpha_dropout", "rrelu")
+
+
+def random_ops(ep):
+    """Random ops in the exported graph (HOP subgraphs included): a dropout with p == 0 is
+    harmless; anything else makes eager's answer unrepeatable."""
+    found = []
+    for gm in ep.graph_module.modules():
+        graph = getattr(gm, "graph", None)
+        if graph is None:
+            continue
+        for n in graph.nodes:
+            if n.op != "call_function" or not hasattr(n.target, "_schema"):
+                continue
+            base = n.target._schema.name.split("::")[-1]
+            if base not in RANDOM_OPS:
+                continue
+            if base.endswith("dropout") and len(n.args) > 1 and n.args[1] == 0.0:
+                continue
+            found.append(f"{n.target}{tuple(a for a in n.args[1:] if not isinstance(a, torch.fx.Node))}")
+    return found
+
+
+def gen(seed):
+    return torch.Generator().manual_seed(seed)
+
+
+def images(h=IMG, w=None, c=3):
+    w = w or h
+    return lambda: (torch.randn(BATCH, c, h, w, generator=gen(1)),)
+
+
+def tokens(vocab=VOCAB, seq=SEQ, mask=False, decoder=False, low=3):
+    """Token ids (int64); optionally an attention mask (int64, the second sample padded in its
+    last two positions) and decoder input ids."""
+
+    def make():
+        g = gen(2)
+        out = [torch.randint(low, vocab, (BATCH, seq), generator=g)]
+        if mask:
+            m = torch.ones(BATCH, seq, dtype=torch.long)
+            m[1, -2:] = 0
+            out.append(m)
+        if decoder:
+            out.append(torch.randint(low, vocab, (BATCH, seq), generator=g))
+        return tuple(out)
+
+    return make
+
+
+def as_list(out):
+    return list(out) if isinstance(out, (tuple, list)) else [out]
+
+
+def clone_inputs(inputs):
+    return [x.clone() for x in inputs]
+
+
+def to64(inputs):
+    return [x.double() if x.is_floating_point() else x.clone() for x in inputs]
+
+
+def first_lines(exc, n=2, limit=600):
+    """The exception's first lines, and the third-party source line that raised it when the
+    message names one (torch.export's data-dependent errors do: `File "...", line N`)."""
+    text = f"{type(exc).__name__}: {exc}".strip()
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    out = lines[:n]
+    for i, ln in enumerate(lines):
+        m = re.search(r'File "(?:.*/site-packages/)?([^"]+)", line (\d+)', ln)
+        if m and i + 1 < len(lines) and "torch/" not in m.group(1):
+            out.append(f"at {m.group(1)}:{m.group(2)}: {lines[i + 1].strip()}")
+            break
+    return "\n".join(out)[:limit]
+
+
+def call_function_count(ep):
+    return sum(1 for n in ep.graph.nodes if n.op == "call_function")
+
+
+def higher_order_ops(path):
+    """Targets starting with torch.ops.higher_order in the saved archive's models/*.json."""
+    found = set()
+    with zipfile.ZipFile(path) as z:
+        for name in z.namelist():
+            if re.search(r"(^|/)models/[^/]*\.json$", name):
+                for m in re.finditer(r'"(torch\.ops\.higher_order\.[A-Za-z0-9_.]+)"', z.read(name).decode()):
+                    found.add(m.group(1))
+    return sorted(found)
+
+
+def tied_pairs(model):
+    by_id = {}
+    for name, p in model.named_parameters(remove_duplicate=False):
+        by_id.setdefault(id(p), []).append(name)
+    return [[names[0], other] for names in by_id.values() if len(names) > 1 for other in names[1:]]
+
+
+# ----------------------------------------------------------------------------------------------
+# The models: (name, library, constructor string, make_model, make_inputs). make_model returns
+# the ZooWrapper; it runs after torch.manual_seed, so its random initialisation is fixed.
+# ----------------------------------------------------------------------------------------------
+
+
+def tv(ctor, **kw):
+    return lambda: ZooWrapper(ctor(**kw))
+
+
+def torchvision_models():
+    import torchvision
+    from torchvision.models import (ResNet, VisionTransformer, SwinTransformer, DenseNet, ConvNeXt, RegNet,
+                                    EfficientNet, MaxVit)
+    from torchvision.models.resnet import BasicBlock, Bottleneck
+    from torchvision.models.convnext import CNBlockConfig
+    from torchvision.models.regnet import BlockParams
+    from torchvision.models.efficientnet import _efficientnet_conf
+    from torchvision.models.segmentation.lraspp import _lraspp_mobilenetv3
+    from torchvision.models.detection.backbone_utils import BackboneWithFPN
+    from torchvision.ops.misc import FrozenBatchNorm2d
+    from torchvision.ops.feature_pyramid_network import LastLevelMaxPool
+    M = torchvision.models
+
+    def efficientnet_b0_half():
+        setting, last_channel = _efficientnet_conf("efficientnet_b0", width_mult=0.5, depth_mult=0.5)
+        return ZooWrapper(EfficientNet(setting, dropout=0.0, stochastic_depth_prob=0.0, num_classes=10,
+                                       last_channel=last_channel))
+
+    def regnet_y_small():
+        params = BlockParams.from_init_params(depth=4, w_0=16, w_a=8.0, w_m=2.0, group_width=8, se_ratio=0.25)
+        return ZooWrapper(RegNet(params, num_classes=10, stem_width=16))
+
+    def lraspp():
+        backbone = M.mobilenet_v3_large(weights=None, dilated=True, width_mult=0.5)
+        return ZooWrapper(_lraspp_mobilenetv3(backbone, num_classes=4), lambda m, x: m(x)["out"])
+
+    def fpn_backbone():
+        body = ResNet(BasicBlock, [1, 1, 1, 1], norm_layer=FrozenBatchNorm2d)
+        fpn = BackboneWithFPN(body, return_layers={"layer1": "0", "layer2": "1", "layer3": "2"},
+                              in_channels_list=[64, 128, 256], out_channels=32, extra_blocks=LastLevelMaxPool())
+        return ZooWrapper(fpn, lambda m, x: tuple(m(x).values()))
+
+    return [
+        ("tv_resnet18_l1111", "torchvision", "torchvision.models.ResNet(BasicBlock, [1,1,1,1], num_classes=10)",
+         tv(ResNet, block=BasicBlock, layers=[1, 1, 1, 1], num_classes=10), images(64)),
+        ("tv_resnext_l1111", "torchvision",
+         "torchvision.models.ResNet(Bottleneck, [1,1,1,1], groups=8, width_per_group=4, num_classes=10)",
+         tv(ResNet, block=Bottleneck, layers=[1, 1, 1, 1], groups=8, width_per_group=4, num_classes=10), images(64)),
+        ("tv_mobilenet_v2", "torchvision", "torchvision.models.mobilenet_v2(width_mult=0.5, num_classes=10, dropout=0)",
+         tv(M.mobilenet_v2, width_mult=0.5, num_classes=10, dropout=0.0), images(64)),
+        ("tv_mobilenet_v3_small", "torchvision",
+         "torchvision.models.mobilenet_v3_small(width_mult=0.5, num_classes=10, dropout=0)",
+         tv(M.mobilenet_v3_small, width_mult=0.5, num_classes=10, dropout=0.0), images(64)),
+        ("tv_efficientnet_b0", "torchvision",
+         "torchvision.models.EfficientNet(_efficientnet_conf('efficientnet_b0', width_mult=0.5, depth_mult=0.5), "
+         "num_classes=10, dropout=0, stochastic_depth_prob=0)", efficientnet_b0_half, images(64)),
+        ("tv_regnet_y", "torchvision",
+         "torchvision.models.RegNet(BlockParams.from_init_params(depth=4, w_0=16, w_a=8, w_m=2, group_width=8, "
+         "se_ratio=0.25), stem_width=16, num_classes=10)", regnet_y_small, images(64)),
+        ("tv_convnext", "torchvision",
+         "torchvision.models.ConvNeXt([CNBlockConfig(16,32,2), CNBlockConfig(32,None,1)], layer_scale=1.0, "
+         "num_classes=10)",
+         tv(ConvNeXt, block_setting=[CNBlockConfig(16, 32, 2), CNBlockConfig(32, None, 1)], stochastic_depth_prob=0.0,
+            layer_scale=1.0, num_classes=10), images(32)),
+        ("tv_vit", "torchvision",
+         "torchvision.models.VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=2, "
+         "hidden_dim=32, mlp_dim=64, num_classes=10)",
+         tv(VisionTransformer, image_size=32, patch_size=8, num_layers=2, num_heads=2, hidden_dim=32, mlp_dim=64,
+            num_classes=10), images(32)),
+        ("tv_swin", "torchvision",
+         "torchvision.models.SwinTransformer(patch_size=[4,4], embed_dim=16, depths=[2,2], num_heads=[2,4], "
+         "window_size=[4,4], num_classes=10)",
+         tv(SwinTransformer, patch_size=[4, 4], embed_dim=16, depths=[2, 2], num_heads=[2, 4], window_size=[4, 4],
+            stochastic_depth_prob=0.0, num_classes=10), images(32)),
+        ("tv_densenet", "torchvision",
+         "torchvision.models.DenseNet(growth_rate=8, block_config=(2,2), num_init_features=16, num_classes=10)",
+         tv(DenseNet, growth_rate=8, block_config=(2, 2), num_init_features=16, num_classes=10), images(32)),
+        ("tv_shufflenet_v2_x0_5", "torchvision", "torchvision.models.shufflenet_v2_x0_5(num_classes=10)",
+         tv(M.shufflenet_v2_x0_5, num_classes=10), images(64)),
+        ("tv_squeezenet1_1", "torchvision", "torchvision.models.squeezenet1_1(num_classes=10, dropout=0)",
+         tv(M.squeezenet1_1, num_classes=10, dropout=0.0), images(64)),
+        ("tv_mnasnet0_5", "torchvision", "torchvision.models.mnasnet0_5(num_classes=10, dropout=0)",
+         tv(M.mnasnet0_5, num_classes=10, dropout=0.0), images(64)),
+        ("tv_maxvit", "torchvision",
+         "torchvision.models.MaxVit(input_size=(32,32), stem_channels=16, partition_size=2, block_channels=[16,32], "
+         "block_layers=[1,1], head_dim=8, num_classes=10)",
+         tv(MaxVit, input_size=(32, 32), stem_channels=16, partition_size=2, block_channels=[16, 32],
+            block_layers=[1, 1], head_dim=8, stochastic_depth_prob=0.0, num_classes=10), images(32)),
+        ("tv_lraspp_mobilenet_v3", "torchvision",
+         "torchvision.models.segmentation LRASPP(mobilenet_v3_large(width_mult=0.5, dilated=True), num_classes=4)['out']",
+         lraspp, images(64)),
+        ("tv_fpn_resnet", "torchvision",
+         "torchvision.models.detection.backbone_utils.BackboneWithFPN(ResNet(BasicBlock, [1,1,1,1], "
+         "norm_layer=FrozenBatchNorm2d), layer1..3, out_channels=32, LastLevelMaxPool())",
+         fpn_backbone, images(64)),
+    ]
+
+
+def timm_models():
+    import timm
+
+    def create(name, **kw):
+        return lambda: ZooWrapper(timm.create_model(name, pretrained=False, **kw))
+
+    def ctor(name, **kw):
+        args = ", ".join([repr(name)] + [f"{k}={v!r}" for k, v in kw.items()])
+        return f"timm.create_model({args})"
+
+    specs = [
+        ("timm_convnext_atto", "convnext_atto",
+         dict(num_classes=10, depths=(1, 1, 2, 1), dims=(16, 32, 48, 64), ls_init_value=0.1, drop_path_rate=0.0), 64),
+        ("timm_vit_tiny", "vit_tiny_patch16_224", dict(img_size=32, patch_size=8, depth=2, num_classes=10), 32),
+        ("timm_deit_tiny_distilled", "deit_tiny_distilled_patch16_224",
+         dict(img_size=32, patch_size=8, depth=2, embed_dim=48, num_heads=3, num_classes=10), 32),
+        # EfficientNet-B0's builder fixes its width and depth multipliers; tinynet_e is the same
+        # generator (_gen_efficientnet: MBConv, SE, SiLU) at multipliers 0.51 and 0.6.
+        ("timm_efficientnet_tinynet_e", "tinynet_e", dict(num_classes=10, drop_rate=0.0, drop_path_rate=0.0), 64),
+        # TensorFlow "same" padding (padding computed from the input's shape), SE, hard-swish.
+        ("timm_tf_mobilenetv3_small_075", "tf_mobilenetv3_small_075",
+         dict(num_classes=10, drop_rate=0.0, drop_path_rate=0.0), 64),
+        ("timm_resnet18d", "resnet18d",
+         dict(num_classes=10, channels=(16, 32, 64, 128), stem_width=16, zero_init_last=False), 64),
+        ("timm_resnet26d", "resnet26d",
+         dict(num_classes=10, channels=(16, 32, 64, 128), stem_width=16, zero_init_last=False), 64),
+        ("timm_regnetx_002", "regnetx_002", dict(num_classes=10, depth=8), 64),
+        ("timm_ghostnet_050", "ghostnet_050", dict(num_classes=10), 64),
+        ("timm_cait", "cait_xxs24_224",
+         dict(img_size=32, patch_size=8, depth=2, depth_token_only=1, embed_dim=48, num_heads=4, init_values=0.1,
+              num_classes=10), 32),
+        ("timm_mobilevit_xxs", "mobilevit_xxs", dict(num_classes=10), 64),
+        ("timm_swin", "swin_tiny_patch4_window7_224",
+         dict(img_size=32, window_size=4, embed_dim=16, depths=(2, 2), num_heads=(2, 4), num_classes=10), 32),
+    ]
+    models = [(name, "timm", ctor(arch, **kw), create(arch, **kw), images(size)) for name, arch, kw, size in specs]
+
+    # Two whose registered builders fix the arguments to reduce: their classes, built directly.
+    from timm.models.mlp_mixer import MlpMixer
+    from timm.models.metaformer import MetaFormer, GroupNorm1
+
+    models.insert(8, ("timm_mixer", "timm",
+                      "timm.models.mlp_mixer.MlpMixer(img_size=32, patch_size=8, num_blocks=2, embed_dim=64, "
+                      "num_classes=10)  # mixer_s16_224 reduced",
+                      lambda: ZooWrapper(MlpMixer(img_size=32, patch_size=8, num_blocks=2, embed_dim=64, num_classes=10)),
+                      images(32)))
+    models.insert(10, ("timm_poolformer", "timm",
+                       "timm.models.metaformer.MetaFormer(poolformer_s12's arguments, depths=(1,1,1,1), "
+                       "dims=(16,32,48,64), layer_scale_init_values=0.1, num_classes=10)",
+                       lambda: ZooWrapper(MetaFormer(depths=(1, 1, 1, 1), dims=(16, 32, 48, 64), downsample_norm=None,
+                                                     mlp_act=nn.GELU, mlp_bias=True, norm_layers=GroupNorm1,
+                                                     layer_scale_init_values=0.1, res_scale_init_values=None,
+                                                     use_mlp_head=False, num_classes=10)),
+                       images(64)))
+    return models
+
+
+def hf_models():
+    import transformers as T
+
+    T.logging.set_verbosity_error()
+
+    def lm(model_cls, config_cls, call, after_train=None, **cfg):
+        def make():
+            config = config_cls(**cfg)
+            return ZooWrapper(model_cls(config), call, after_train)
+        return make
+
+    def no_layerdrop(model):
+        """LayerDrop draws `torch.rand([]) < layerdrop` in training mode, a data-dependent branch
+        torch.export cannot trace (even at layerdrop 0). The `_no_layerdrop` variants put only the
+        modules that draw it (BartEncoder, OPTDecoder, WhisperEncoder, ...: those with a
+        `layerdrop` attribute) in eval mode; their children stay in training mode. With every
+        dropout probability 0 that changes nothing else."""
+        for mod in model.modules():
+            if hasattr(mod, "layerdrop"):
+                mod.training = False
+
+    def ctor(model_cls, config_cls, **cfg):
+        args = ", ".join(f"{k}={v!r}" for k, v in cfg.items())
+        return f"transformers.{model_cls.__name__}({config_cls.__name__}({args}))"
+
+    def ids_only(m, ids):
+        return m(input_ids=ids, use_cache=False, return_dict=False)
+
+    def ids_mask(m, ids, mask):
+        return m(input_ids=ids, attention_mask=mask, return_dict=False)
+
+    def seq2seq(m, ids, mask, dec):
+        return m(input_ids=ids, attention_mask=mask, decoder_input_ids=dec, use_cache=False, return_dict=False)
+
+    def pixels(m, x):
+        return m(pixel_values=x, return_dict=False)
+
+    def audio(m, x):
+        return m(input_features=x, return_dict=False)
+
+    small_decoder = dict(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                         attention_dropout=0.0, use_cache=False)
+    bert_like = dict(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                     intermediate_size=64, max_position_embeddings=32, hidden_dropout_prob=0.0,
+                     attention_probs_dropout_prob=0.0)
+    specs = [
+        ("hf_gpt2", T.GPT2LMHeadModel, T.GPT2Config, ids_only, tokens(),
+         dict(vocab_size=VOCAB, n_positions=32, n_embd=32, n_layer=2, n_head=2, n_inner=64, resid_pdrop=0.0,
+              embd_pdrop=0.0, attn_pdrop=0.0, summary_first_dropout=0.0, use_cache=False)),
+        ("hf_bert_mlm", T.BertForMaskedLM, T.BertConfig, ids_mask, tokens(mask=True), dict(bert_like)),
+        ("hf_roberta_cls", T.RobertaForSequenceClassification, T.RobertaConfig, ids_mask, tokens(mask=True),
+         dict(bert_like, max_position_embeddings=40, pad_token_id=1, num_labels=3)),
+        ("hf_distilbert_qa", T.DistilBertForQuestionAnswering, T.DistilBertConfig, ids_mask, tokens(mask=True),
+         dict(vocab_size=VOCAB, dim=32, n_layers=2, n_heads=2, hidden_dim=64, max_position_embeddings=32,
+              dropout=0.0, attention_dropout=0.0, qa_dropout=0.0, seq_classif_dropout=0.0)),
+        ("hf_albert_mlm", T.AlbertForMaskedLM, T.AlbertConfig, ids_mask, tokens(mask=True),
+         dict(bert_like, embedding_size=16, classifier_dropout_prob=0.0)),
+        ("hf_electra_disc", T.ElectraForPreTraining, T.ElectraConfig, ids_mask, tokens(mask=True),
+         dict(bert_like, embedding_size=16)),
+        ("hf_deberta_v2", T.DebertaV2ForSequenceClassification, T.DebertaV2Config, ids_mask, tokens(mask=True),
+         dict(bert_like, relative_attention=True, pos_att_type=["p2c", "c2p"], max_relative_positions=16,
+              position_buckets=8, num_labels=3, pooler_dropout=0.0)),
+        ("hf_llama", T.LlamaForCausalLM, T.LlamaConfig, ids_only, tokens(), dict(small_decoder)),
+        ("hf_mistral", T.MistralForCausalLM, T.MistralConfig, ids_only, tokens(),
+         dict(small_decoder, sliding_window=4)),
+        ("hf_qwen2", T.Qwen2ForCausalLM, T.Qwen2Config, ids_only, tokens(), dict(small_decoder)),
+        ("hf_gpt_neo", T.GPTNeoForCausalLM, T.GPTNeoConfig, ids_only, tokens(),
+         dict(vocab_size=VOCAB, hidden_size=32, num_layers=2, attention_types=[[["global", "local"], 1]],
+              num_heads=2, intermediate_size=64, window_size=4, max_position_embeddings=32, embed_dropout=0.0,
+              attention_dropout=0.0, resid_dropout=0.0, use_cache=False)),
+        ("hf_opt", T.OPTForCausalLM, T.OPTConfig, ids_only, tokens(),
+         dict(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, ffn_dim=64, num_attention_heads=2,
+              max_position_embeddings=32, word_embed_proj_dim=32, dropout=0.0, attention_dropout=0.0,
+              activation_dropout=0.0, layerdrop=0.0, use_cache=False)),
+        ("hf_t5", T.T5ForConditionalGeneration, T.T5Config, seq2seq, tokens(mask=True, decoder=True),
+         dict(vocab_size=VOCAB, d_model=32, d_kv=16, d_ff=64, num_layers=2, num_decoder_layers=2, num_heads=2,
+              relative_attention_num_buckets=8, relative_attention_max_distance=16, dropout_rate=0.0,
+              decoder_start_token_id=0, use_cache=False)),
+        ("hf_bart", T.BartForConditionalGeneration, T.BartConfig, seq2seq, tokens(mask=True, decoder=True),
+         dict(vocab_size=VOCAB, d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+              decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=32,
+              dropout=0.0, attention_dropout=0.0, activation_dropout=0.0, classifier_dropout=0.0,
+              encoder_layerdrop=0.0, decoder_layerdrop=0.0, use_cache=False)),
+        ("hf_vit", T.ViTForImageClassification, T.ViTConfig, pixels, images(32),
+         dict(image_size=32, patch_size=8, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+              intermediate_size=64, num_labels=10, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)),
+        ("hf_whisper_audio_cls", T.WhisperForAudioClassification, T.WhisperConfig, audio,
+         lambda: (torch.randn(BATCH, 16, 32, generator=gen(3)),),
+         dict(vocab_size=VOCAB, num_mel_bins=16, encoder_layers=2, encoder_attention_heads=2, decoder_layers=1,
+              decoder_attention_heads=2, d_model=32, encoder_ffn_dim=64, decoder_ffn_dim=64,
+              max_source_positions=16, max_target_positions=16, dropout=0.0, attention_dropout=0.0,
+              activation_dropout=0.0, encoder_layerdrop=0.0, decoder_layerdrop=0.0, num_labels=3,
+              classifier_proj_size=16, use_cache=False)),
+    ]
+    models = [(name, "transformers", ctor(model_cls, config_cls, **cfg), lm(model_cls, config_cls, call, **cfg),
+               inputs) for name, model_cls, config_cls, call, inputs, cfg in specs]
+    for name, model_cls, config_cls, call, inputs, cfg in specs:
+        if name in ("hf_opt", "hf_bart", "hf_whisper_audio_cls"):
+            models.append((name + "_no_layerdrop", "transformers",
+                           ctor(model_cls, config_cls, **cfg) + " with the LayerDrop modules' training=False",
+                           lm(model_cls, config_cls, call, after_train=no_layerdrop, **cfg), inputs))
+    return models
+
+
+def all_models():
+    return torchvision_models() + timm_models() + hf_models()
+
+
+# ----------------------------------------------------------------------------------------------
+# Eager reference and export
+# ----------------------------------------------------------------------------------------------
+
+
+def seeds_for(outputs):
+    g = gen(11)
+    return [torch.randn(o.shape, generator=g, dtype=torch.float32) if o.is_floating_point()
+            else torch.empty(0) for o in outputs]
+
+
+def train_step(model, inputs, grad_outputs, buffer_names):
+    """One training step of `model` (already in train mode): outputs, grads, buffers.
+    grad_outputs: the seeds, or a function of the outputs that makes them."""
+    outs = as_list(model(*inputs))
+    if callable(grad_outputs):
+        grad_outputs = grad_outputs(outs)
+    diff = [(o, g) for o, g in zip(outs, grad_outputs) if o.requires_grad and g.numel() == o.numel() and g.numel()]
+    if not diff:
+        raise RuntimeError("no output requires grad in a training step")
+    torch.autograd.backward([o for o, _ in diff], [g.to(o.dtype) for o, g in diff])
+    grads, no_grad = {}, []
+    for name, p in model.named_parameters(remove_duplicate=False):
+        if p.grad is None:
+            no_grad.append(name)
+        else:
+            grads[name] = p.grad.detach().clone()
+    buffers = {n: b.detach().clone() for n, b in model.named_buffers(remove_duplicate=False) if n in buffer_names}
+    return [o.detach().clone() for o in outs], grad_outputs, grads, no_grad, buffers
+
+
+def eval_forward(model, inputs):
+    with torch.no_grad():
+        return [o.detach().clone() for o in as_list(model(*inputs))]
+
+
+def median_ms(fn, runs=5):
+    fn()  # warm-up
+    times = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t) * 1e3)
+    return round(statistics.median(times), 3)
+
+
+def timings(initial, inputs, grad_outputs):
+    model = copy.deepcopy(initial).train()
+
+    def step():
+        outs = as_list(model(*clone_inputs(inputs)))
+        diff = [(o, g) for o, g in zip(outs, grad_outputs) if o.requires_grad and g.numel() == o.numel() and g.numel()]
+        torch.autograd.backward([o for o, _ in diff], [g for _, g in diff])
+        model.zero_grad(set_to_none=True)
+
+    train_ms = median_ms(step)
+    em = copy.deepcopy(initial).eval()
+
+    def infer():
+        with torch.no_grad():
+            em(*clone_inputs(inputs))
+
+    return train_ms, median_ms(infer)
+
+
+def export_and_save(model, inputs, path):
+    ep = torch.export.export(model, tuple(clone_inputs(inputs)))
+    torch.export.save(ep, path)
+    return ep
+
+
+def max_abs_diff(a_list, b_list):
+    worst = 0.0
+    for a, b in zip(a_list, b_list):
+        if a.is_floating_point():
+            worst = max(worst, (a.double() - b.double()).abs().max().item() if a.numel() else 0.0)
+        elif not torch.equal(a, b):
+            worst = float("inf")
+    return worst
+
+
+def run_model(name, library, constructor, make_model, make_inputs, out_dir):
+    entry = {"name": name, "library": library, "constructor": constructor}
+    seed = zlib.crc32(name.encode()) & 0x7FFFFFFF
+    torch.manual_seed(seed)
+    initial = zero_dropout(make_model()).train()
+    reinit = reinit_all_zero_weights(initial, seed)
+    if reinit:
+        entry["reinit_zero"] = reinit
+    inputs = list(make_inputs())
+    entry["input_shapes"] = [[list(x.shape), str(x.dtype).replace("torch.", "")] for x in inputs]
+    entry["num_params"] = len(list(initial.parameters()))  # tensors: a tied one counts once
+    entry["num_param_names"] = len(list(initial.named_parameters(remove_duplicate=False)))
+    entry["num_param_values"] = sum(p.numel() for p in initial.parameters())
+    entry["tied"] = tied_pairs(initial)
+    paths = {k: os.path.join(out_dir, f"{name}.{k}") for k in ("train.pt2", "eval.pt2", "expected.pt")}
+    for p in paths.values():
+        if os.path.exists(p):
+            os.remove(p)
+
+    # Export (train, then eval), each from a fresh copy of the initial weights.
+    t0 = time.perf_counter()
+    try:
+        ep_train = export_and_save(copy.deepcopy(initial).train(), inputs, paths["train.pt2"])
+        ep_eval = export_and_save(copy.deepcopy(initial).eval(), inputs, paths["eval.pt2"])
+    except Exception as e:  # noqa: BLE001 - any failure of torch.export / torch.export.save
+        for p in paths.values():
+            if os.path.exists(p):
+                os.remove(p)
+        entry.update(status="export_failed", error=first_lines(e),
+                     export_seconds=round(time.perf_counter() - t0, 2))
+        entry["traceback_tail"] = traceback.format_exc().strip().splitlines()[-6:]
+        return entry
+    entry["export_seconds"] = round(time.perf_counter() - t0, 2)
+    rnd = random_ops(ep_train) + random_ops(ep_eval)
+    if rnd:  # a dropout this script failed to turn off: its eager answer would be one random draw
+        raise AssertionError(f"{name}: random ops in the export: {rnd}")
+    entry["train_ops"] = call_function_count(ep_train)
+    entry["eval_ops"] = call_function_count(ep_eval)
+    hops = {"train": higher_order_ops(paths["train.pt2"]), "eval": higher_order_ops(paths["eval.pt2"])}
+    entry["higher_order_ops"] = {k: v for k, v in hops.items() if v}
+
+    # The export's state is the initial state (export must not have run the model for real).
+    init_state = dict(initial.named_parameters(remove_duplicate=False))
+    init_state.update(initial.named_buffers(remove_duplicate=False))
+    for key, value in ep_train.state_dict.items():
+        if key in init_state and not torch.equal(value, init_state[key]):
+            raise AssertionError(f"{name}: the train export's {key} differs from the initial model's")
+
+    specs = ep_train.graph_signature.input_specs
+    param_targets = {s.target for s in specs if s.kind.name == "PARAMETER"}
+    buffer_targets = {s.target for s in specs if s.kind.name == "BUFFER"}
+    param_names = [n for n, _ in initial.named_parameters(remove_duplicate=False)]
+    missing = [n for n in param_names if n not in param_targets]
+    assert not missing, f"{name}: parameters the export does not list: {missing}"
+
+    # fp32 reference: one training step, then the eval forward, on copies of the initial model.
+    outs, grad_outputs, grads, no_grad, buffers = train_step(
+        copy.deepcopy(initial).train(), clone_inputs(inputs), seeds_for, buffer_targets)
+    eval_outs = eval_forward(copy.deepcopy(initial).eval(), clone_inputs(inputs))
+    expected = {"inputs": clone_inputs(inputs), "train_outputs": outs, "grad_outputs": grad_outputs,
+                "grads": grads, "no_grad": no_grad, "buffers": buffers, "eval_outputs": eval_outs}
+
+    # PyTorch's own run of the exported programs (a check of this script, reported only).
+    try:
+        check_train = eval_forward(ep_train.module(), clone_inputs(inputs))
+        check_eval = eval_forward(ep_eval.module(), clone_inputs(inputs))
+        entry["export_check_max_abs_diff"] = {"train": max_abs_diff(outs, check_train),
+                                              "eval": max_abs_diff(eval_outs, check_eval)}
+    except Exception as e:  # noqa: BLE001
+        entry["export_check_error"] = first_lines(e)
+    # Whether PyTorch itself can differentiate the exported program: torch.export traces through
+    # a custom autograd.Function and keeps its forward only (DeBERTa's XSoftmax, whose forward
+    # writes its saved output in place), and ep.module()'s backward then fails as aot_module's
+    # does. The zoo test expects aotpipe to refuse such a step with the same autograd error.
+    try:
+        module_outs = as_list(ep_train.module()(*clone_inputs(inputs)))
+        pairs = [(o, g) for o, g in zip(module_outs, grad_outputs) if o.requires_grad and g.numel() == o.numel()]
+        torch.autograd.backward([o for o, _ in pairs], [g for _, g in pairs])
+    except Exception as e:  # noqa: BLE001
+        entry["export_backward_error"] = first_lines(e, n=1)
+
+    status = "ok"
+    try:
+        m64 = copy.deepcopy(initial).double().train()
+        g64 = [g.double() for g in grad_outputs]
+        outs64, _, grads64, _, buffers64 = train_step(m64, to64(inputs), g64, buffer_targets)
+        eval64 = eval_forward(copy.deepcopy(initial).double().eval(), to64(inputs))
+        expected.update(train_outputs64=outs64, grads64=grads64, buffers64=buffers64, eval_outputs64=eval64)
+    except Exception as e:  # noqa: BLE001
+        status = "fp64_failed"
+        entry["error"] = "float64 run: " + first_lines(e)
+    expected["training"] = 1
+    torch.save(expected, paths["expected.pt"])
+    entry["status"] = status
+    entry["eager_train_ms"], entry["eager_eval_ms"] = timings(initial, inputs, grad_outputs)
+    return entry
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", help="output directory (required unless --list)")
+    ap.add_argument("--only", help="comma-separated model names")
+    ap.add_argument("--list", action="store_true", help="print the model names and exit")
+    opts = ap.parse_args()
+    models = all_models()
+    names = [m[0] for m in models]
+    assert len(names) == len(set(names)), "duplicate model names"
+    if opts.list:
+        print("\n".join(names))
+        return 0
+    if not opts.out:
+        ap.error("--out is required")
+    if opts.only:
+        wanted = [n.strip() for n in opts.only.split(",") if n.strip()]
+        unknown = [n for n in wanted if n not in names]
+        if unknown:
+            ap.error(f"unknown model(s): {', '.join(unknown)}")
+        models = [m for m in models if m[0] in wanted]
+    os.makedirs(opts.out, exist_ok=True)
+
+    import importlib.metadata as md
+
+    manifest = {"torch": torch.__version__}
+    for pkg in ("torchvision", "timm", "transformers"):
+        manifest[pkg] = md.version(pkg)
+    manifest["models"] = []
+    start = time.perf_counter()
+    for name, library, constructor, make_model, make_inputs in models:
+        t = time.perf_counter()
+        try:
+            entry = run_model(name, library, constructor, make_model, make_inputs, opts.out)
+        except Exception as e:  # noqa: BLE001 - a bug here or an eager failure: say so, go on
+            entry = {"name": name, "library": library, "constructor": constructor, "status": "export_failed",
+                     "error": "before/after export: " + first_lines(e),
+                     "traceback_tail": traceback.format_exc().strip().splitlines()[-6:]}
+            for k in ("train.pt2", "eval.pt2", "expected.pt"):
+                p = os.path.join(opts.out, f"{name}.{k}")
+                if os.path.exists(p):
+                    os.remove(p)
+        entry["seconds"] = round(time.perf_counter() - t, 2)
+        manifest["models"].append(entry)
+        err = f"  {entry['error'].splitlines()[0]}" if entry.get("error") else ""
+        print(f"{name:28s} {entry['status']:14s} {entry['seconds']:7.2f}s{err}", flush=True)
+    total = time.perf_counter() - start
+    manifest["total_seconds"] = round(total, 1)
+    with open(os.path.join(opts.out, "manifest.json"), "w") as f:
+        json.dump(manifest, f, indent=1)
+    ok = sum(1 for m in manifest["models"] if m["status"] != "export_failed")
+    print(f"{ok}/{len(manifest['models'])} models exported in {total:.1f}s", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
