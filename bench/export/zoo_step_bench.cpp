@@ -12,6 +12,7 @@
 //   interpreted_step_ms  the same step through the exported program run by the interpreter
 //   compiled_eval_ms, interpreted_eval_ms  one eval-mode call (NAME.eval.pt2) under no_grad
 //   ops_forward, ops_backward  nodes of the compiled forward and backward graphs
+//   train_error      why the training step failed, where it did (the other figures are absent)
 #include <aotpipe/export/compiled_exported_program.h>
 
 #include "median_time.h"
@@ -57,9 +58,7 @@ TensorList sample_inputs(const aotpipe::ExportedProgram& program) {
   return *program.sample_inputs();
 }
 
-nlohmann::json measure(const std::filesystem::path& zoo, const std::string& name, int samples, double batch_ms) {
-  const auto train = zoo / (name + ".train.pt2");
-  nlohmann::json row{{"model", name}};
+void measure_training(const std::filesystem::path& train, nlohmann::json& row, int samples, double batch_ms) {
   row["first_step_ms"] = bench::elapsed_ms([&] {
     aotpipe::ExportedProgram program = aotpipe::load_exported_program(train);
     aotpipe::CompiledExportedProgram compiled = aotpipe::compile_exported_program(program);
@@ -82,8 +81,9 @@ nlohmann::json measure(const std::filesystem::path& zoo, const std::string& name
   const auto steps = bench::interleaved_median_ms(samples, batch_ms, compiled_step, interpreted_step);
   row["compiled_step_ms"] = steps[0];
   row["interpreted_step_ms"] = steps[1];
+}
 
-  const auto eval_path = zoo / (name + ".eval.pt2");
+void measure_inference(const std::filesystem::path& eval_path, nlohmann::json& row, int samples, double batch_ms) {
   aotpipe::ExportedProgram eval = aotpipe::load_exported_program(eval_path);
   aotpipe::CompiledExportedProgram eval_compiled = aotpipe::compile_exported_program(eval);
   const TensorList eval_inputs = sample_inputs(eval);
@@ -93,6 +93,16 @@ nlohmann::json measure(const std::filesystem::path& zoo, const std::string& name
   const auto evals = bench::interleaved_median_ms(samples, batch_ms, compiled_eval, interpreted_eval);
   row["compiled_eval_ms"] = evals[0];
   row["interpreted_eval_ms"] = evals[1];
+}
+
+// A model whose training step fails (a program PyTorch cannot differentiate either) still gets
+// its inference timed; the error is the row's "train_error".
+nlohmann::json measure(const std::filesystem::path& zoo, const std::string& name, int samples, double batch_ms) {
+  nlohmann::json row{{"model", name}};
+  try {
+    measure_training(zoo / (name + ".train.pt2"), row, samples, batch_ms);
+  } catch (const std::exception& e) { row["train_error"] = e.what(); }
+  measure_inference(zoo / (name + ".eval.pt2"), row, samples, batch_ms);
   return row;
 }
 

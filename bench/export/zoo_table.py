@@ -137,7 +137,10 @@ def main():
         if ratio:
             ratios.append(ratio)
         errors = [row["error"] for row in rows if "error" in row]
+        train_errors = [row["train_error"] for row in rows if "train_error" in row]
         result = results.get(name, "?") + (f" (bench: {errors[0][:80]})" if errors else "")
+        if train_errors:
+            result += f" (training step refused: {train_errors[0].split('failed: ')[-1][:90]})"
         print(f"| {name} | {m['library']} | {m.get('train_ops', '-')} | {fmt(col('compile_ms'))} | "
               f"{fmt(col('first_step_ms'))} | {fmt(e_train, 2)} | {fmt(c_train, 2)} | "
               f"{fmt(col('interpreted_step_ms'), 2)} | {fmt(ratio, 2)} | {fmt(e_eval, 2)} / "

@@ -79,6 +79,27 @@ TEST(CompileBatch, CompilesEveryJobAndIsolatesTheFailingOne) {
   EXPECT_THAT(compare_with_eager(sin_cos, compiled_sin_cos, [] { return params({{16}}); }), ::testing::IsEmpty());
 }
 
+// --check's judge: a result that float32 rounding puts beyond allclose passes when it is as close
+// to a float64 run of the eager function as eager's float32 result is; a wrong one fails anyway.
+// Eager computes (x + 1e4) - 1e4, whose float32 rounding (~5e-4) exceeds rtol 1e-4 and atol 1e-5.
+TEST(EagerEquivalence, Fp64ReferenceJudgesByFloat32sOwnError) {
+  const Function eager = [](const TensorList& a) { return TensorList{(a[0] * 1.0 + 1e4) - 1e4}; };
+  const Function exact = [](const TensorList& a) { return TensorList{a[0] * 1.0}; };
+  const Function wrong = [](const TensorList& a) { return TensorList{a[0] * 1.0 + 3e-3}; };
+  auto inputs = [] { return TensorList{at::randn({256}, at::requires_grad())}; };
+  EXPECT_THAT(compare_with_eager(eager, exact, inputs), ::testing::Contains(HasSubstr("output 0 values")));
+  const EquivalenceTolerance fp64{.fp64_reference = true};
+  EXPECT_THAT(compare_with_eager(eager, exact, inputs, fp64), ::testing::IsEmpty());
+  EXPECT_THAT(compare_with_eager(eager, wrong, inputs, fp64), ::testing::Contains(HasSubstr("output 0 values")));
+
+  const at::Tensor reference = at::randn({64}, at::kDouble);
+  const at::Tensor noise = at::randn({64}, at::kDouble) * 1e-3;
+  const at::Tensor eager32 = (reference + noise).to(at::kFloat);
+  EXPECT_TRUE(within_fp64_error(eager32, (reference + 1.5 * noise).to(at::kFloat), reference));
+  EXPECT_FALSE(within_fp64_error(eager32, (reference + 3 * noise).to(at::kFloat), reference));
+  EXPECT_FALSE(within_fp64_error(eager32, eager32.narrow(0, 0, 32), reference));  // other sizes
+}
+
 TEST(CompileBatch, StopTokenCancelsJobsNotStarted) {
   std::stop_source stop;
   stop.request_stop();
