@@ -2,6 +2,7 @@
 // mode, with and without functionalization), the graph run in the interpreter and compared
 // with calling the function eagerly; joint graphs' gradients are compared with
 // torch::autograd::grad; the error cases are asserted with their messages.
+#include <aotpipe/graph/example_tensor.h>
 #include <aotpipe/graph/interpreter.h>
 #include <aotpipe/tracer/tracer.h>
 #include <aotpipe/graph/verifier.h>
@@ -567,6 +568,64 @@ TEST(Tracer, ItemIsAnErrorInFakeMode) {
 TEST(Tracer, NonzeroIsAnErrorInFakeMode) {
   expect_trace_error([](const TensorList& a) { return TensorList{at::nonzero(a[0])}; }, {rn({3})},
                      "aten::nonzero: its output (value or shape) depends on tensor data");
+}
+
+// Indexing with integer tensors has a data-independent shape (the boolean-mask form does not):
+// a fake trace runs it on its Meta kernel, as PyTorch's fake tensors do (Swin's position bias).
+TEST(Tracer, IntegerIndexingIsTracedInFakeMode) {
+  Graph g = trace(
+      [](const TensorList& a) {
+        return TensorList{at::index(a[0], c10::List<std::optional<at::Tensor>>({a[1].view({-1})}))};
+      },
+      {rn({10, 4}), at::tensor({1, 2, 3, 0}, at::kLong).view({2, 2})});
+  EXPECT_TRUE(ops_of(g).count("aten::index.Tensor"));
+  EXPECT_EQ(g.outputs()[0]->meta()->sizes, (std::vector<int64_t>{4, 4}));
+  expect_trace_error(
+      [](const TensorList& a) {
+        return TensorList{at::index(a[0], c10::List<std::optional<at::Tensor>>({a[0].select(1, 0) > 0}))};
+      },
+      {rn({10, 4})}, "aten::index.Tensor: its output (value or shape) depends on tensor data");
+}
+
+// A node of a torch.autocast region (attrs()["autocast"], as the .pt2 importer marks them) runs
+// under that state in the interpreter, and so in a trace: libtorch's autocast kernels record
+// eager's casts, on the CPU and on a fake CUDA device; a region of another device type casts
+// nothing, as eager's autocast leaves other devices' tensors alone.
+TEST(Tracer, AutocastRegionNodesRecordEagersCasts) {
+  struct Case {
+    c10::Device device;
+    const char* region;
+    c10::ScalarType expected;
+  };
+  for (const Case& c :
+       {Case{c10::Device("cpu"), "cpu,BFloat16", c10::kBFloat16}, Case{c10::Device("cuda:0"), "cuda,Half", c10::kHalf},
+        Case{c10::Device("cuda:0"), "cuda,default", c10::kHalf}, Case{c10::Device("cpu"), "cuda,Half", c10::kFloat},
+        Case{c10::Device("cpu"), "cpu,off", c10::kFloat}}) {
+    SCOPED_TRACE(std::string(c.region) + " on " + c.device.str());
+    Graph region("region");
+    auto input = [&](const char* name, std::vector<int64_t> sizes) {
+      return region.add_input(name, TensorMeta::contiguous(std::move(sizes), c10::kFloat, c.device, false));
+    };
+    Value* x = input("x", {4, 8});
+    Value* w = input("w", {16, 8});
+    Value* b = input("b", {16});
+    Node* linear = region.add_call("aten::linear", {x, w, b});
+    linear->attrs()["autocast"] = c.region;
+    region.set_outputs({region.add_call("aten::relu", {linear->output()})->output()});
+    const auto interpreter = std::make_shared<Interpreter>(region);
+    TensorList examples;
+    for (const Value* in : region.inputs()) examples.push_back(metadata_example(*in->meta()));
+    Graph traced = trace([interpreter](const TensorList& a) { return interpreter->run(a); }, examples);
+    std::size_t casts = 0;
+    for (const Node* node : traced.nodes())
+      if (node->is_call() && node->qualified_name() == "aten::_to_copy") {
+        EXPECT_EQ(node->output()->meta()->dtype, c.expected);
+        ++casts;
+      }
+    EXPECT_EQ(casts, c.expected == c10::kFloat ? 0u : 3u);  // input, weight and bias
+    EXPECT_EQ(traced.outputs()[0]->meta()->dtype, c.expected);
+    EXPECT_EQ(traced.outputs()[0]->meta()->device, c.device);
+  }
 }
 
 TEST(Tracer, DataDependentOpsWorkInRealMode) {
