@@ -3,6 +3,15 @@
 # folder reachable in the tree as <aotpipe/<name>/x.h> and installed to include/aotpipe/<name>/,
 # except `internal/` folders and the INTERNAL_HEADERS (file names): headers only the libraries
 # include. The installed-package test checks that no installed header includes one of them.
+# aotpipe_warnings(TARGET): the project's warning flags on one of its own targets; errors with
+# AOTPIPE_WERROR.
+function(aotpipe_warnings target)
+  target_compile_options(${target} PRIVATE -Wall -Wextra)
+  if(AOTPIPE_WERROR)
+    target_compile_options(${target} PRIVATE -Werror)
+  endif()
+endfunction()
+
 function(aotpipe_add_component name)
   cmake_parse_arguments(ARG "" "" "SOURCES;PUBLIC_DEPS;PRIVATE_DEPS;INTERNAL_HEADERS" ${ARGN})
   set(target aotpipe_${name})
@@ -28,7 +37,7 @@ function(aotpipe_add_component name)
     target_link_libraries(${target} PRIVATE ${ARG_PRIVATE_DEPS})
   endif()
   if(ARG_SOURCES)
-    target_compile_options(${target} PRIVATE -Wall -Wextra)
+    aotpipe_warnings(${target})
   endif()
   install(TARGETS ${target} EXPORT aotpipeTargets
     LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}

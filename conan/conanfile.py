@@ -1,5 +1,5 @@
-"""Conan 2 recipe of aotpipe: builds and packages the six libraries (graph, tracer, pipeline, stages,
-runtime, export), one Conan component each. See docs/conan.md.
+"""Conan 2 recipe of aotpipe: builds and packages the nine libraries (pipeline, graph, tracer, backend,
+stages, runtime, cache, driver, export), one Conan component each. See docs/conan.md.
 
 Dependencies:
   - libtorch always comes from an installed torch wheel, never from Conan: ConanCenter's libtorch
@@ -135,6 +135,7 @@ class AotpipeConan(ConanFile):
         toolchain.cache_variables["AOTPIPE_BUILD_BENCH"] = False
         toolchain.cache_variables["AOTPIPE_BUILD_TOOLS"] = False
         toolchain.cache_variables["AOTPIPE_WITH_TORCH"] = True
+        toolchain.cache_variables["AOTPIPE_WERROR"] = False  # a consumer's compiler may warn more
         # The compile cache's Redis level: with_redis makes a missing hiredis a configure error,
         # not a package that silently lacks it.
         toolchain.cache_variables["AOTPIPE_WITH_REDIS"] = bool(self.options.with_redis)
@@ -196,13 +197,16 @@ class AotpipeConan(ConanFile):
                   ["tbb", "fmt"])
         component("graph", [], ["fmt::fmt", "boost::headers"], ["fmt"])  # + libtorch, from the build module
         component("tracer", ["graph"], ["fmt::fmt", "boost::headers"], ["fmt"])
-        component("stages", ["tracer", "graph", "pipeline"],
+        component("backend", ["graph", "pipeline"], [], [])
+        component("stages", ["backend", "tracer", "graph", "pipeline"],
                   ["fmt::fmt", "nlohmann_json::nlohmann_json", "boost::headers"], ["fmt"])
+        component("runtime", ["stages", "backend", "tracer", "pipeline", "graph"], ["fmt::fmt"], ["fmt"])
         redis = bool(self.options.with_redis)
-        component("runtime", ["stages", "tracer", "pipeline", "graph"],
+        component("cache", ["runtime", "stages", "pipeline", "graph"],
                   ["fmt::fmt", "nlohmann_json::nlohmann_json", "xxhash::xxhash"] + (["hiredis::hiredis"] if redis else []),
                   ["fmt"] + (["hiredis"] if redis else []))
-        component("export", ["runtime", "graph"], ["fmt::fmt", "nlohmann_json::nlohmann_json"], ["fmt"])
+        component("driver", ["cache", "runtime", "stages", "pipeline", "graph"], ["fmt::fmt"], ["fmt"])
+        component("export", ["driver", "runtime", "graph"], ["fmt::fmt", "nlohmann_json::nlohmann_json"], ["fmt"])
         if self.options.with_cuda:
             # The CUDA-graph backend (+ libtorch_cuda and the CUDA runtime headers, from the build module).
-            component("cuda", ["stages", "graph"], ["fmt::fmt"], ["fmt"])
+            component("cuda", ["backend", "graph"], ["fmt::fmt"], ["fmt"])

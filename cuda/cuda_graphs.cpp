@@ -1,8 +1,8 @@
 #include <aotpipe/cuda/capture_safety.h>
 #include <aotpipe/cuda/cuda_graphs.h>
 #include <aotpipe/cuda/internal/graph_runner.h>
-#include <aotpipe/stages/compile/backend_notes.h>
-#include <aotpipe/stages/compile_state.h>
+#include <aotpipe/backend/backend_notes.h>
+#include <aotpipe/backend/backends.h>
 
 #include <fmt/format.h>
 

@@ -36,11 +36,13 @@ LiftedNames lifted_names(const ExportedProgram& program) {
 
 }  // namespace
 
-CompiledExportedProgram compile_exported_program(ExportedProgram program, AotConfig config) {
+CompiledExportedProgram compile_exported_program(ExportedProgram program, AotConfig config,
+                                                 std::shared_ptr<CompileCache> cache) {
   config.num_params_buffers = program.lifted_tensors().size();
   Function fn = program.flat_function();
   auto impl = std::make_shared<CompiledExportedProgram::Impl>(CompiledExportedProgram::Impl{
-      program, CompiledFunction(std::move(fn), std::move(config), program.name()), lifted_names(program)});
+      program, CompiledFunction(std::move(fn), std::move(config), program.name(), std::move(cache)),
+      lifted_names(program)});
   CompiledExportedProgram compiled;
   compiled.impl_ = std::move(impl);
   return compiled;

@@ -3,7 +3,7 @@
 // as PyTorch's ep.run_decompositions() + aot_function would: functionalized, decomposed to core
 // ATen, split into forward and backward when a call needs gradients. See docs/export.md.
 #include <aotpipe/export/exported_program.h>
-#include <aotpipe/runtime/aot_function.h>
+#include <aotpipe/driver/aot_function.h>
 
 #include <memory>
 
@@ -27,11 +27,14 @@ class CompiledExportedProgram {
   ExportGraphSignature graph_signature(const TensorList& user_inputs) const;
 
  private:
-  friend CompiledExportedProgram compile_exported_program(ExportedProgram program, AotConfig config);
+  friend CompiledExportedProgram compile_exported_program(ExportedProgram program, AotConfig config,
+                                                          std::shared_ptr<CompileCache> cache);
   struct Impl;
   std::shared_ptr<const Impl> impl_;
 };
 
-CompiledExportedProgram compile_exported_program(ExportedProgram program, AotConfig config = {});
+// `cache`: where each compile is looked up first and stored after (null: none).
+CompiledExportedProgram compile_exported_program(ExportedProgram program, AotConfig config = {},
+                                                 std::shared_ptr<CompileCache> cache = nullptr);
 
 }  // namespace aotpipe

@@ -7,7 +7,7 @@
 // (parameters, buffers, lifted constants) and its sample inputs. It can be run eagerly, and
 // compiled with compile_exported_program (compiled_exported_program.h), with no Python anywhere.
 #include <aotpipe/graph/graph.h>
-#include <aotpipe/runtime/graph_signature.h>
+#include <aotpipe/export/graph_signature.h>
 #include <aotpipe/stages/compile_state.h>
 
 #include <c10/core/Device.h>

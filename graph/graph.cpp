@@ -379,7 +379,7 @@ Node* Graph::add_call(const c10::OperatorHandle& op, std::vector<Argument> args,
   return raw;
 }
 
-Value* Graph::add_constant(std::string key, at::Tensor tensor, std::string value_name, Node* before) {
+Value* Graph::add_constant(const std::string& key, at::Tensor tensor, std::string value_name, Node* before) {
   TensorMeta meta = TensorMeta::of(tensor);
   Value* v = add_constant_ref(key, std::move(meta), std::move(value_name), before);
   tensor_constants_[key] = std::move(tensor);

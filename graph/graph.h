@@ -246,7 +246,7 @@ class Graph {
   Node* add_call(std::string_view qualified_name, std::vector<Argument> args, std::vector<OutputSpec> outputs = {},
                  Node* before = nullptr);
   // A named tensor constant (a tensor the program closed over, never baked into a node).
-  Value* add_constant(std::string key, at::Tensor tensor, std::string value_name = {}, Node* before = nullptr);
+  Value* add_constant(const std::string& key, at::Tensor tensor, std::string value_name = {}, Node* before = nullptr);
   // Declares a constant's key without data (the text form carries no tensor data); the
   // tensor must be bound with bind_constant before the graph runs.
   Value* add_constant_ref(std::string key, TensorMeta meta, std::string value_name = {}, Node* before = nullptr);

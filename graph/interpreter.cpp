@@ -94,8 +94,7 @@ Interpreter::Interpreter(const Graph& graph, InterpreterOptions options) {
       program->constants.emplace_back(assign(node.output()), it->second);
       continue;
     }
-    Instruction instr{node.op(), {}, {}, false, node.label()};
-    instr.autocast = AutocastRegion::of(node);
+    Instruction instr{node.op(), {}, {}, false, node.label(), {}, AutocastRegion::of(node)};
     std::size_t k = 0;
     auto read = [&](const Value* v) {
       const std::size_t id = id_of(v);

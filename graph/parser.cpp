@@ -644,6 +644,7 @@ class Parser {
       }
     }
     std::vector<OutputSpec> outputs;
+    outputs.reserve(decls.size());
     for (Decl& d : decls) outputs.push_back(OutputSpec{d.name, std::move(d.meta), d.type});
     try {
       return graph_->add_call(*op, std::move(full), std::move(outputs));

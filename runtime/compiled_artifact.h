@@ -2,7 +2,8 @@
 // CompiledArtifact: the result of one compile as plain data (PyTorch's AOTAutogradCacheEntry).
 // What the stages decided, with nothing executable in it: the analysis stages' runtime plans,
 // the metadata, the graphs and the partition. post_compile (runtime/post_compile.h) turns it
-// into a callable; the compile cache (runtime/compile_cache.h) stores it as bytes.
+// into a callable; the compile cache (cache/compile_cache.h) stores it as bytes
+// (cache/artifact_serialization.h).
 //
 //   arguments -> analysis -> joint -> partition -> compile -> CompiledArtifact -> post_compile
 #include <aotpipe/graph/graph.h>
@@ -77,29 +78,5 @@ std::optional<std::string> why_not_artifact(const CompileState& state);
 // The artifact of a CompileState whose stages all ran. Wrappers without a plan are left out:
 // such an artifact describes the graphs but cannot rebuild the runtime (why_not_artifact).
 std::shared_ptr<const CompiledArtifact> artifact_of(const CompileState& state);
-
-// A malformed, truncated or inconsistent serialized artifact.
-class ArtifactFormatError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
-// The artifact as bytes (CBOR for the structure; graphs in the text form and tensor constants as
-// raw bytes after it) and back. deserialize_artifact reads untrusted bytes: it never executes
-// anything from them, checks every field and index, and throws ArtifactFormatError (never
-// crashes) on anything malformed. It reads the structure at once and leaves the graphs and
-// their constants to the first traced() / partition(), which check them then (verified graphs,
-// arities against the metadata) and throw ArtifactFormatError naming `origin`.
-std::string serialize_artifact(const CompiledArtifact& artifact);
-// The version of that layout (part of the cache key).
-int artifact_schema_version();
-// `payload` lies inside what `owner` keeps alive (a string, a mapped file), which the artifact
-// keeps for its graphs. `on_malformed_graph`
-// runs (once per failing decode, before the ArtifactFormatError is thrown) when a graph turns out
-// malformed: the compile cache removes the entry then, so that the next compile recompiles it.
-CompiledArtifact deserialize_artifact(std::shared_ptr<const void> owner, std::string_view payload,
-                                      std::string origin = "artifact",
-                                      std::function<void()> on_malformed_graph = nullptr);
-CompiledArtifact deserialize_artifact(std::string_view bytes);  // a copy of `bytes`
 
 }  // namespace aotpipe

@@ -1,7 +1,7 @@
 #include <aotpipe/runtime/aot_runtime.h>
 #include <aotpipe/runtime/post_compile.h>
-#include <aotpipe/stages/compile/backend_notes.h>
-#include <aotpipe/stages/compile/compile_stage.h>
+#include <aotpipe/backend/backend_notes.h>
+#include <aotpipe/backend/run_compiler.h>
 
 namespace aotpipe {
 

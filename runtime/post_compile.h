@@ -4,7 +4,7 @@
 // analysis stages' wrappers rebuilt from their plans. A cold compile and a cache hit both end
 // here; a hit runs nothing else but the backend compilers (compile_graphs, stages/compile).
 #include <aotpipe/runtime/compiled_artifact.h>
-#include <aotpipe/stages/compile/compiled_graphs.h>
+#include <aotpipe/backend/compiled_graphs.h>
 
 #include <memory>
 #include <string>

@@ -1,5 +1,6 @@
 #include <aotpipe/stages/compile_state.h>
 #include <aotpipe/stages/dedupe/dedupe.h>
+#include <aotpipe/stages/partition/min_cut_partition.h>
 #include <aotpipe/stages/synthetic_base/synthetic_base.h>
 
 namespace aotpipe {
@@ -22,9 +23,12 @@ RuntimeWrapper runtime_wrapper(RuntimePlan plan) {
   return std::visit(WrapperOf{}, plan);
 }
 
-Compiler named_compiler(std::string identity, Compiler compiler) {
-  using Signature = CompiledGraph(const Graph&, const std::vector<TensorMeta>&);
-  return Identified<Signature>{std::move(identity), std::move(compiler)};
+AotConfig resolve_defaults(AotConfig config) {
+  if (!config.fw_compiler) config.fw_compiler = backends::interpreter();
+  if (!config.bw_compiler) config.bw_compiler = config.fw_compiler;
+  if (!config.inference_compiler) config.inference_compiler = config.fw_compiler;
+  if (!config.partition_fn) config.partition_fn = partitioners::min_cut_rematerialization_partition();
+  return config;
 }
 
 }  // namespace aotpipe

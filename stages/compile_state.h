@@ -12,7 +12,8 @@
 #include <aotpipe/pipeline/identified.h>
 #include <aotpipe/stages/common/runtime_plans.h>
 #include <aotpipe/stages/common/analyzed_function.h>
-#include <aotpipe/stages/compile/compiled_graphs.h>
+#include <aotpipe/backend/backends.h>
+#include <aotpipe/backend/compiled_graphs.h>
 #include <aotpipe/stages/joint/traced_program.h>
 #include <aotpipe/stages/partition/partitioner.h>
 #include <aotpipe/tracer/tracer.h>
@@ -25,13 +26,6 @@
 #include <vector>
 
 namespace aotpipe {
-
-// A compiler the compile cache may key on: `identity` names it, its version and its options
-// (pipeline/identified.h). backends::interpreter() is one; a plain lambda is not, and a compile
-// using one bypasses the cache.
-Compiler named_compiler(std::string identity, Compiler compiler);
-
-class CompileCache;  // runtime/compile_cache.h
 
 struct AotConfig {
   Compiler fw_compiler;         // empty: backends::interpreter()
@@ -49,10 +43,11 @@ struct AotConfig {
   // as two tasks on the job's scheduler, for a backend that takes long when the pool has idle
   // threads. Not part of the cache key (the result is the same).
   bool compile_fw_bw_concurrently = false;
-  // Where compiles are looked up and stored (runtime/compile_cache.h); null: no cache. Not part
-  // of the cache key.
-  std::shared_ptr<CompileCache> cache;
+  // The compile cache is not configured here: the driver takes it (driver/aot_function.h).
 };
+
+// The config with its empty members filled in (interpreter, min-cut partitioner).
+AotConfig resolve_defaults(AotConfig config);
 
 // The callable at one layer of the runtime.
 using RuntimeFn = std::function<TensorList(TensorList)>;

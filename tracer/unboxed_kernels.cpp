@@ -24,6 +24,7 @@
 
 #include <functional>
 #include <tuple>
+#include <utility>
 #include <type_traits>
 
 namespace aotpipe::detail {
@@ -255,12 +256,8 @@ struct UnboxedKernel<Op, Ret(Args...)> {
       for (std::size_t i = 0; i < result->size(); ++i) outer.push_back(wrap_one((*result)[i], i));
       return outer;
     } else {
-      return std::apply(
-          [&](const auto&... r) {
-            std::size_t i = 0;
-            return Ret{wrap_one(r, i++)...};
-          },
-          *result);
+      return [&]<std::size_t... I>(std::index_sequence<I...>) { return Ret{wrap_one(std::get<I>(*result), I)...}; }
+      (std::make_index_sequence<std::tuple_size_v<Ret>>{});
     }
   }
 

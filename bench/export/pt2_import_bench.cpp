@@ -11,7 +11,7 @@
 //            whole default pipeline (metadata, dedupe, synthetic base, joint, min-cut partition,
 //            interpreter backend); a training compile (parameters require grad, grad mode on).
 #include <aotpipe/export/exported_program.h>
-#include <aotpipe/runtime/aot_function.h>
+#include <aotpipe/driver/aot_function.h>
 
 #include <algorithm>
 #include <chrono>

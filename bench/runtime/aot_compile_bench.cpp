@@ -10,7 +10,7 @@
 // Run: build/bench/runtime/aot_compile_bench --benchmark_filter=BM_Compile
 #include "synthetic_program.h"
 
-#include <aotpipe/runtime/aot_function.h>
+#include <aotpipe/driver/aot_function.h>
 #include <aotpipe/stages/partition/min_cut_partition.h>
 
 #include <ATen/ATen.h>

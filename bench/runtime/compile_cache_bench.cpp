@@ -8,10 +8,10 @@
 #include "aotpipe/compile_jobs.h"
 #include "synthetic_program.h"
 
-#include <aotpipe/runtime/aot_function.h>
-#include <aotpipe/runtime/cache_key.h>
-#include <aotpipe/runtime/compile_cache.h>
-#include <aotpipe/runtime/compile_pipeline.h>
+#include <aotpipe/driver/aot_function.h>
+#include <aotpipe/cache/cache_key.h>
+#include <aotpipe/cache/compile_cache.h>
+#include <aotpipe/stages/compile_stages.h>
 #include <aotpipe/runtime/post_compile.h>
 #include <aotpipe/stages/partition/min_cut_partition.h>
 
@@ -59,7 +59,7 @@ struct Corpus {
     std::vector<CompileJob> out;
     for (const cli::PreparedGraph& p : prepared) {
       out.push_back(*p.job);
-      out.back().config.cache = cache;
+      out.back().cache = cache;
     }
     return out;
   }
@@ -79,7 +79,8 @@ Corpus load_corpus(const fs::path& examples) {
 
 double compile_all(const std::vector<CompileJob>& jobs) {
   const auto start = Clock::now();
-  for (const CompileJob& job : jobs) (void)compile(job.name, job.fn, job.example_args, job.config, job.program);
+  for (const CompileJob& job : jobs)
+    (void)compile(job.name, job.fn, job.example_args, job.config, job.program, job.cache);
   return ms_since(start);
 }
 
@@ -107,10 +108,8 @@ Phases warm_phases(const std::vector<CompileJob>& jobs, CompileCache& cache) {
 }
 
 double first_call(const Function& program, const TensorList& inputs, std::shared_ptr<CompileCache> cache) {
-  AotConfig config;
-  config.cache = std::move(cache);
   const auto start = Clock::now();
-  const CompiledFunction f = aot_function(program, config);
+  const CompiledFunction f = aot_function(program, {}, std::move(cache));
   (void)f(inputs);
   return ms_since(start);
 }

@@ -9,7 +9,7 @@
 // (min_cut, the default, recomputes cheap forward ops in the backward: with backends that do not
 // fuse them, that is a kernel each; `default` saves what the backward reads instead).
 #include <aotpipe/cuda/cuda_graphs.h>
-#include <aotpipe/runtime/aot_function.h>
+#include <aotpipe/driver/aot_function.h>
 #include <aotpipe/stages/partition/default_partition.h>
 #include <aotpipe/stages/partition/min_cut_partition.h>
 

@@ -7,7 +7,7 @@
 // (--concurrent-fw-bw: every compile sets AotConfig::compile_fw_bw_concurrently.)
 #include <aotpipe/graph/example_tensor.h>
 #include <aotpipe/tracer/tracer.h>
-#include <aotpipe/runtime/aot_function.h>
+#include <aotpipe/driver/aot_function.h>
 
 #include <model_zoo.h>
 

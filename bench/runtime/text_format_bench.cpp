@@ -7,11 +7,12 @@
 #include "aotpipe/compile_jobs.h"
 #include "median_time.h"
 
+#include <aotpipe/cache/artifact_serialization.h>
 #include <aotpipe/graph/parser.h>
 #include <aotpipe/graph/printer.h>
 #include <aotpipe/graph/verifier.h>
-#include <aotpipe/runtime/aot_function.h>
-#include <aotpipe/runtime/cache_key.h>
+#include <aotpipe/driver/aot_function.h>
+#include <aotpipe/cache/cache_key.h>
 #include <aotpipe/stages/partition/min_cut_partition.h>
 
 #include <fmt/format.h>

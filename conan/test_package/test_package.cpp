@@ -56,13 +56,12 @@ bool check_redis_level(const at::Tensor& x, const at::Tensor& weight, const at::
   options.remote = aotpipe::redis_remote_cache("redis://127.0.0.1:1");
   int warnings = 0;
   options.on_warning = [&warnings](std::string_view) { ++warnings; };
-  aotpipe::AotConfig config;
-  config.cache = std::make_shared<aotpipe::CompileCache>(std::move(options));
+  auto cache = std::make_shared<aotpipe::CompileCache>(std::move(options));
   Inputs inputs = make_inputs(x, weight, bias);
-  aotpipe::TensorList out = aotpipe::aot_function(layer, config)(inputs.list());
+  aotpipe::TensorList out = aotpipe::aot_function(layer, {}, cache)(inputs.list());
   const bool ok = expect_close("loss through a cache with an unreachable Redis", out[0], expected[0]);
-  const bool turned_off = config.cache->counters().remote_failed;
-  config.cache->clear();
+  const bool turned_off = cache->counters().remote_failed;
+  cache->clear();
   std::string rm = std::string("rm -rf ") + folder;
   (void)std::system(rm.c_str());
   if (!turned_off || warnings != 1) {

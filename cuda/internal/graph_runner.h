@@ -21,7 +21,7 @@ namespace aotpipe::cuda_detail {
 class CapturedGraph;  // cuda/graph_runner.cpp
 
 // What the graphs of one compiled function share (the "aotpipe.cuda_graphs" entry of its
-// CompileGroup, stages/compile/backend_notes.h): one memory pool for their captures, as
+// CompileGroup, backend/backend_notes.h): one memory pool for their captures, as
 // make_graphed_callables shares one between a forward and its backward (the backward's
 // intermediates reuse the blocks the forward's intermediates freed), and therefore one replay at
 // a time: a replay waits on the host (the mutex) and on the GPU (the event) for the previous

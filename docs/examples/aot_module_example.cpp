@@ -72,7 +72,7 @@ int main() {
     ok &= same(b.value().to(at::kDouble), eager_buffers[b.key()].to(at::kDouble), "buffer " + b.key());
 
   // Which graph input is which parameter or buffer, which output updates which buffer.
-  std::cout << aotpipe::to_json(compiled.graph_signature({images, labels}, /*loss_index=*/0)) << "\n";
+  std::cout << aotpipe::to_json(aotpipe::graph_signature(compiled, {images, labels}, /*loss_index=*/0)) << "\n";
   std::cout << (ok ? "aot_module matches eager\n" : "aot_module differs from eager\n");
   return ok ? 0 : 1;
 }

@@ -20,11 +20,10 @@ int main() {
 
   aotpipe::Function fn = [](const aotpipe::TensorList& a) { return aotpipe::TensorList{(a[0].tanh() * a[1]).sum()}; };
   aotpipe::AotConfig config;
-  config.cache = cache;
   aotpipe::TensorList inputs = {at::randn({8, 4}).requires_grad_(true), at::randn({8, 4})};
 
-  aotpipe::CompileOutput first = aotpipe::compile("step", fn, inputs, config);   // compiles, stores
-  aotpipe::CompileOutput second = aotpipe::compile("step", fn, inputs, config);  // loads
+  aotpipe::CompileOutput first = aotpipe::compile("step", fn, inputs, config, nullptr, cache);   // compiles, stores
+  aotpipe::CompileOutput second = aotpipe::compile("step", fn, inputs, config, nullptr, cache);  // loads
   std::cout << "first: " << aotpipe::to_string(first.cache.outcome) << ", second: "
             << aotpipe::to_string(second.cache.outcome) << " (key " << second.cache.key << ")\n";
 

@@ -1,7 +1,7 @@
 #pragma once
 // The post-compile halves of the analysis stages as plain data (PyTorch's CompilerWrapper
 // post_compile state). A compile records one plan per stage that needs a runtime half; the
-// runtime is rebuilt from the plans alone, so a cached compile (runtime/compile_cache.h) needs
+// runtime is rebuilt from the plans alone, so a cached compile (cache/compile_cache.h) needs
 // nothing but them and the graphs.
 #include <aotpipe/graph/calling_convention.h>
 #include <aotpipe/stages/metadata/view_and_mutation_meta.h>

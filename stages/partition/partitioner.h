@@ -32,6 +32,9 @@ struct PartitionResult {
   std::vector<std::string> saved_values;  // names of joint-graph values the forward saves
   int64_t saved_bytes = 0;                // sum of TensorMeta::nbytes() over saved tensors
   std::vector<std::string> recomputed;    // labels of forward nodes the backward recomputes
+  // The identity of the partitioner that made it (pipeline/identified.h), as the partition
+  // stage records it; empty for a partitioner without one. Reports read it instead of guessing.
+  std::string partitioner;
 };
 
 using Partitioner = std::function<PartitionResult(const JointGraph&)>;

@@ -5,9 +5,10 @@
 
 #include "../runtime/temp_dir.h"
 
-#include <aotpipe/runtime/aot_function.h>
-#include <aotpipe/runtime/compile_cache.h>
-#include <aotpipe/runtime/compile_pipeline.h>
+#include <aotpipe/cache/artifact_serialization.h>
+#include <aotpipe/driver/aot_function.h>
+#include <aotpipe/cache/compile_cache.h>
+#include <aotpipe/stages/compile_stages.h>
 #include <aotpipe/stages/partition/default_partition.h>
 #include <aotpipe/stages/partition/min_cut_partition.h>
 
@@ -98,7 +99,7 @@ TEST_F(Records, ARecordPointsAtItsEntryAndKeepsItsRow) {
   PreparedGraph prepared = prepare({file, ""}, settings(), row);
   ASSERT_TRUE(prepared.job) << row.message;
   const CompileJob& job = *prepared.job;
-  const CompileOutput compiled = compile(job.name, job.fn, job.example_args, job.config, job.program);
+  const CompileOutput compiled = compile(job.name, job.fn, job.example_args, job.config, job.program, job.cache);
   ASSERT_EQ(compiled.cache.outcome, CacheOutcome::Miss);
 
   records->store(file, digest, std::string(32, 'a'), compiled_row());  // an entry that does not exist

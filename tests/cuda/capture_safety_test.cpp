@@ -4,7 +4,7 @@
 #include <aotpipe/cuda/cuda_graphs.h>
 #include <aotpipe/graph/example_tensor.h>
 #include <aotpipe/graph/parser.h>
-#include <aotpipe/runtime/aot_function.h>
+#include <aotpipe/driver/aot_function.h>
 
 #include <ATen/ATen.h>
 #include <fmt/format.h>

@@ -5,7 +5,7 @@
 // growth over 10,000 calls. The process-wide counters say which calls replayed and which ran in
 // the interpreter. Without a GPU every case is skipped with the reason.
 #include <aotpipe/cuda/cuda_graphs.h>
-#include <aotpipe/runtime/aot_function.h>
+#include <aotpipe/driver/aot_function.h>
 
 #include "cuda_cases.h"
 #include "eager_check.h"

@@ -4,7 +4,7 @@
 // backward follows the forward's stream, and many threads on many streams stay correct; and
 // aotpipe's Meta kernels of the CUDA-only fused attention kernels describe what those kernels
 // return. Without a GPU every case is skipped with the reason.
-#include <aotpipe/runtime/aot_function.h>
+#include <aotpipe/driver/aot_function.h>
 #include <aotpipe/tracer/internal/meta_kernels.h>
 
 #include "cuda_cases.h"

@@ -5,7 +5,7 @@
 // gradients and CPU-fallback counts). A function rewritten between the stages is traced afresh.
 #include <aotpipe/graph/example_tensor.h>
 #include <aotpipe/graph/printer.h>
-#include <aotpipe/runtime/aot_function.h>
+#include <aotpipe/driver/aot_function.h>
 #include <aotpipe/stages/dedupe/dedupe.h>
 #include <aotpipe/stages/joint/carried_program.h>
 #include <aotpipe/stages/joint/joint.h>

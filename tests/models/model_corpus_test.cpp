@@ -1,7 +1,7 @@
 // Models and the 102-case metadata corpus through aot_function, against eager PyTorch, under both
 // partitioners: outputs, output aliasing, requires_grad/is_leaf, inputs after the call (mutations,
 // BatchNorm running statistics) and gradients (tests/runtime/eager_check.h).
-#include <aotpipe/runtime/aot_function.h>
+#include <aotpipe/driver/aot_function.h>
 #ifdef AOTPIPE_TEST_HAVE_CUDA_GRAPHS
 #include <aotpipe/cuda/cuda_graphs.h>
 #endif

@@ -47,7 +47,7 @@ endforeach()
 if(dangling)
   message(FATAL_ERROR "package test: installed headers include headers that are not installed: ${dangling}")
 endif()
-foreach(internal aotpipe/graph/text_format.h aotpipe/runtime/aot_runtime.h aotpipe/runtime/torch_thread_state.h
+foreach(internal aotpipe/graph/text_format.h aotpipe/runtime/aot_runtime.h aotpipe/driver/torch_thread_state.h aotpipe/cache/byte_codec.h
                  aotpipe/stages/common/aliasing.h aotpipe/stages/partition/cse.h
                  aotpipe/stages/partition/op_classes.h
                  aotpipe/tracer/internal/trace_backward.h)

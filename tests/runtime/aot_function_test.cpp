@@ -2,8 +2,9 @@
 // output aliasing, requires_grad and is_leaf of outputs, under both partitioners.
 #include <aotpipe/graph/interpreter.h>
 #include <aotpipe/graph/parser.h>
-#include <aotpipe/runtime/aot_function.h>
-#include <aotpipe/stages/compile/backend_notes.h>
+#include <aotpipe/driver/aot_function.h>
+#include <aotpipe/backend/backend_notes.h>
+#include <aotpipe/backend/run_compiler.h>
 #include <aotpipe/stages/compile/compile_stage.h>
 #include <aotpipe/stages/partition/default_partition.h>
 #include <aotpipe/stages/partition/min_cut_partition.h>

@@ -4,7 +4,7 @@
 // num_batches_tracked) must match after every step. Also: the cache key (training mode), the
 // module-use guard, swapping and restoring the module's tensors, refusals, concurrent compiles.
 #include <aotpipe/pipeline/errors.h>
-#include <aotpipe/runtime/aot_module.h>
+#include <aotpipe/driver/aot_module.h>
 #include <aotpipe/stages/partition/default_partition.h>
 #include <aotpipe/stages/partition/min_cut_partition.h>
 

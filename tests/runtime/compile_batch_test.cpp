@@ -2,8 +2,8 @@
 // as programs (graph_function); pipelines written as text (compile_stage_registry).
 #include <aotpipe/graph/parser.h>
 #include <aotpipe/pipeline/scheduler.h>
-#include <aotpipe/runtime/compile_batch.h>
-#include <aotpipe/runtime/compile_pipeline.h>
+#include <aotpipe/driver/compile_batch.h>
+#include <aotpipe/stages/compile_stages.h>
 #include <aotpipe/runtime/eager_equivalence.h>
 #include <aotpipe/runtime/graph_function.h>
 #include <aotpipe/stages/partition/default_partition.h>

@@ -1,4 +1,4 @@
-// The compile cache (runtime/compile_cache.h): hits equal cold compiles byte for byte and behave
+// The compile cache (cache/compile_cache.h): hits equal cold compiles byte for byte and behave
 // as eager; the key follows each of its ingredients and ignores value names; damaged entries are
 // recompiled with a warning; the size bound holds. Concurrency: concurrent_cache_test.cpp.
 #include "aotpipe/compile_jobs.h"
@@ -6,19 +6,21 @@
 
 #include "temp_dir.h"
 
+#include <aotpipe/cache/artifact_serialization.h>
 #include <aotpipe/graph/parser.h>
 #include <aotpipe/graph/printer.h>
-#include <aotpipe/runtime/aot_function.h>
-#include <aotpipe/runtime/aot_module.h>
-#include <aotpipe/runtime/byte_codec.h>
-#include <aotpipe/runtime/graph_signature.h>
-#include <aotpipe/runtime/cache_key.h>
-#include <aotpipe/runtime/compile_cache.h>
-#include <aotpipe/runtime/compile_pipeline.h>
+#include <aotpipe/driver/aot_function.h>
+#include <aotpipe/driver/aot_module.h>
+#include <aotpipe/cache/byte_codec.h>
+#include <aotpipe/export/graph_signature.h>
+#include <aotpipe/cache/cache_key.h>
+#include <aotpipe/cache/compile_cache.h>
+#include <aotpipe/stages/compile_stages.h>
 #include <aotpipe/runtime/eager_equivalence.h>
 #include <aotpipe/runtime/graph_function.h>
-#include <aotpipe/stages/compile/backends.h>
+#include <aotpipe/backend/backends.h>
 #include <aotpipe/stages/compile/compile_stage.h>
+#include <aotpipe/stages/partition/partition_stage.h>
 #include <aotpipe/stages/metadata/collect_metadata.h>
 #include <aotpipe/stages/partition/default_partition.h>
 #include <aotpipe/stages/partition/min_cut_partition.h>
@@ -77,7 +79,7 @@ FileJob file_job(const fs::path& path, std::shared_ptr<CompileCache> cache) {
 }
 
 CompileOutput compile_job(const CompileJob& job) {
-  return compile(job.name, job.fn, job.example_args, job.config, job.program);
+  return compile(job.name, job.fn, job.example_args, job.config, job.program, job.cache);
 }
 
 // Every graph of a compile in the text form, and its metadata: what a hit must reproduce.
@@ -434,19 +436,17 @@ TEST(CacheKey, CallablesWithoutIdentityAndUserStagesBypass) {
 TEST(CompileCache, AModulesHitHasTheGraphSignatureOfItsColdCompile) {
   TempDir dir;
   RecordingCache rc(dir.path);
-  AotConfig config;
-  config.cache = rc.cache;
   torch::manual_seed(5);
   auto linear = std::make_shared<torch::nn::LinearImpl>(4, 3);
   const ModuleForward forward = [](torch::nn::Module& m, const TensorList& a) {
     return TensorList{static_cast<torch::nn::LinearImpl&>(m).forward(a[0]).relu().sum()};
   };
   const TensorList x = {torch::randn({2, 4})};
-  const CompiledModule cold = aot_module(linear, forward, config);
-  const std::string cold_signature = to_json(cold.graph_signature(x, 0));
+  const CompiledModule cold = aot_module(linear, forward, {}, rc.cache);
+  const std::string cold_signature = to_json(graph_signature(cold, x, 0));
   EXPECT_EQ(rc.cache->counters().misses, 1u);
-  const CompiledModule warm = aot_module(linear, forward, config);
-  EXPECT_EQ(to_json(warm.graph_signature(x, 0)), cold_signature);
+  const CompiledModule warm = aot_module(linear, forward, {}, rc.cache);
+  EXPECT_EQ(to_json(graph_signature(warm, x, 0)), cold_signature);
   EXPECT_EQ(rc.cache->counters().hits, 1u);
   EXPECT_THAT(cold_signature, HasSubstr("LOSS_OUTPUT"));
   // The hit computes what eager does, gradients of the parameters included.
@@ -464,16 +464,14 @@ TEST(CompileCache, AotFunctionsFirstCallHitsInANewFunction) {
   TempDir dir;
   RecordingCache rc(dir.path);
   const Function fn = [](const TensorList& a) { return TensorList{(a[0].sin() * a[1]).sum(1)}; };
-  AotConfig config;
-  config.cache = rc.cache;
   auto inputs = [] {
     at::manual_seed(3);
     return TensorList{at::randn({3, 5}).requires_grad_(), at::randn({3, 5})};
   };
-  const CompiledFunction first = aot_function(fn, config);
+  const CompiledFunction first = aot_function(fn, {}, rc.cache);
   (void)first(inputs());
   EXPECT_EQ(rc.cache->counters().misses, 1u);
-  const CompiledFunction second = aot_function(fn, config);  // a new process would do the same
+  const CompiledFunction second = aot_function(fn, {}, rc.cache);  // a new process would do the same
   EXPECT_THAT(compare_with_eager(
                   fn, [&](const TensorList& a) { return second(a); }, inputs),
               ::testing::IsEmpty());
@@ -481,11 +479,11 @@ TEST(CompileCache, AotFunctionsFirstCallHitsInANewFunction) {
   EXPECT_EQ(second.compiled_state(inputs())->partition->forward.num_nodes(),
             first.compiled_state(inputs())->partition->forward.num_nodes());
 
-  AotConfig lambda_config = config;
+  AotConfig lambda_config;
   lambda_config.fw_compiler = [](const Graph& g, const std::vector<TensorMeta>& m) {
     return backends::interpreter()(g, m);
   };
-  const CompileOutput bypassed = compile("lambda", fn, inputs(), lambda_config);
+  const CompileOutput bypassed = compile("lambda", fn, inputs(), lambda_config, nullptr, rc.cache);
   EXPECT_EQ(bypassed.cache.outcome, CacheOutcome::Bypassed);
   EXPECT_THAT(bypassed.cache.note, HasSubstr("no stable identity"));
 }

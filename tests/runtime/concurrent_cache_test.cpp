@@ -5,8 +5,8 @@
 #include "temp_dir.h"
 
 #include <aotpipe/graph/parser.h>
-#include <aotpipe/runtime/aot_function.h>
-#include <aotpipe/runtime/compile_cache.h>
+#include <aotpipe/driver/aot_function.h>
+#include <aotpipe/cache/compile_cache.h>
 #include <aotpipe/runtime/graph_function.h>
 
 #include <fmt/format.h>
@@ -58,9 +58,7 @@ std::vector<Program> programs() {
 }
 
 CacheOutcome compile_with(const Program& p, std::shared_ptr<CompileCache> cache) {
-  AotConfig config;
-  config.cache = std::move(cache);
-  return compile(p.graph->name(), graph_function(p.graph), p.args, config, p.graph).cache.outcome;
+  return compile(p.graph->name(), graph_function(p.graph), p.args, {}, p.graph, std::move(cache)).cache.outcome;
 }
 
 TEST(ConcurrentCache, SixteenThreadsCompileEachGraphOnce) {

@@ -4,10 +4,10 @@
 // Under ThreadSanitizer (build-tsan-torch, scripts/test-tsan-torch) it also checks that the
 // compile path (pipeline on the oneTBB pool, forward/backward compiled inline or with when_all,
 // the tracer, the signature cache) has no data race.
-#include <aotpipe/runtime/aot_function.h>
-#include <aotpipe/runtime/compile_batch.h>
+#include <aotpipe/driver/aot_function.h>
+#include <aotpipe/driver/compile_batch.h>
 #include <aotpipe/pipeline/scheduler.h>
-#include <aotpipe/stages/compile/backends.h>
+#include <aotpipe/backend/backends.h>
 #include <aotpipe/stages/partition/default_partition.h>
 #include <aotpipe/stages/partition/min_cut_partition.h>
 

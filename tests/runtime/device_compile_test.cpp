@@ -4,7 +4,7 @@
 // call, so on this machine (no GPU) any CUDA call would fail the test.
 #include <aotpipe/graph/example_tensor.h>
 #include <aotpipe/tracer/tracer.h>
-#include <aotpipe/runtime/aot_function.h>
+#include <aotpipe/driver/aot_function.h>
 
 #include <ATen/ATen.h>
 #include <gmock/gmock.h>

@@ -5,7 +5,7 @@
 // the op's name.
 #include <aotpipe/graph/example_tensor.h>
 #include <aotpipe/tracer/tracer.h>
-#include <aotpipe/runtime/aot_function.h>
+#include <aotpipe/driver/aot_function.h>
 
 #include <model_zoo.h>
 

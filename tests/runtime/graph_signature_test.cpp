@@ -2,7 +2,8 @@
 // aot_export_module on the equivalent Python modules and prints the input/output specs. Kinds,
 // targets and positions must match; value names differ between the two tracers, so ours are
 // checked to be values of our graphs instead (and name targets compare by input position).
-#include <aotpipe/runtime/aot_module.h>
+#include <aotpipe/driver/aot_module.h>
+#include <aotpipe/export/graph_signature.h>
 
 #include "test_modules.h"
 
@@ -216,7 +217,7 @@ TEST_P(GraphSignatureVsPython, KindsTargetsAndPositionsMatch) {
   const TensorList inputs = c.make_inputs();
   std::optional<torch::NoGradGuard> no_grad;
   if (!c.loss_index) no_grad.emplace();  // Python's trace_joint=False traces under no_grad
-  const ExportGraphSignature sig = compiled.graph_signature(inputs, c.loss_index);
+  const ExportGraphSignature sig = graph_signature(compiled, inputs, c.loss_index);
   const json ours = json::parse(to_json(sig));
   expect_same_specs(ours, python, c.name);
 
@@ -261,11 +262,11 @@ TEST(GraphSignature, RefusesALossThatDoesNotFit) {
   const SignatureCase mlp = signature_cases()[0];
   CompiledModule compiled = aot_module(mlp.make(), mlp.forward);
   const TensorList inputs = mlp.make_inputs();
-  EXPECT_THAT([&] { compiled.graph_signature(inputs, 1); },
+  EXPECT_THAT([&] { graph_signature(compiled, inputs, 1); },
               ::testing::ThrowsMessage<std::invalid_argument>(::testing::HasSubstr("out of range")));
   {
     torch::NoGradGuard no_grad;
-    EXPECT_THAT([&] { compiled.graph_signature(inputs, 0); },
+    EXPECT_THAT([&] { graph_signature(compiled, inputs, 0); },
                 ::testing::ThrowsMessage<std::invalid_argument>(::testing::HasSubstr("training compile")));
   }
   CompiledModule not_scalar = aot_module(Mlp(6, 8, 4).ptr(), [](torch::nn::Module& m, const TensorList& a) {
@@ -273,11 +274,11 @@ TEST(GraphSignature, RefusesALossThatDoesNotFit) {
   });
   EXPECT_THAT(
       [&] {
-        not_scalar.graph_signature({torch::randn({5, 6})}, 0);
+        graph_signature(not_scalar, {torch::randn({5, 6})}, 0);
       },
       ::testing::ThrowsMessage<std::invalid_argument>(::testing::HasSubstr("not a loss")));
   // Without a loss, a training compile still lists its gradients but has no backward signature.
-  const ExportGraphSignature no_loss = not_scalar.graph_signature({torch::randn({5, 6})});
+  const ExportGraphSignature no_loss = graph_signature(not_scalar, {torch::randn({5, 6})});
   EXPECT_FALSE(no_loss.backward_signature().has_value());
   EXPECT_EQ(no_loss.output_specs.size(), 1u + 4u);
 }
@@ -293,7 +294,7 @@ TEST(GraphSignature, RefusesACompileWhoseInputsWereDeduplicated) {
   const at::Tensor x = torch::randn({2, 4});
   EXPECT_THAT(
       [&] {
-        compiled.graph_signature({x, x});
+        graph_signature(compiled, {x, x});
       },
       ::testing::ThrowsMessage<std::invalid_argument>(::testing::HasSubstr("one graph input per input")));
 }

@@ -5,8 +5,8 @@
 #include "temp_dir.h"
 
 #include <aotpipe/graph/parser.h>
-#include <aotpipe/runtime/aot_function.h>
-#include <aotpipe/runtime/compile_cache.h>
+#include <aotpipe/driver/aot_function.h>
+#include <aotpipe/cache/compile_cache.h>
 #include <aotpipe/runtime/graph_function.h>
 
 #include <ATen/ATen.h>
@@ -111,9 +111,8 @@ CompileOutput compile_program(int k, std::shared_ptr<CompileCache> cache) {
   return (%z)
 )",
                                                                      k + 1)));
-  AotConfig config;
-  config.cache = std::move(cache);
-  return compile(fmt::format("p{}", k), graph_function(graph), metadata_example_args(*graph), config, graph);
+  return compile(fmt::format("p{}", k), graph_function(graph), metadata_example_args(*graph), {}, graph,
+                 std::move(cache));
 }
 
 class RemoteCacheTest : public ::testing::Test {

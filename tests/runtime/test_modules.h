@@ -2,7 +2,7 @@
 // Small torch::nn modules the aot_module and graph signature tests compile. Their layers and
 // attribute names match the Python modules of graph_signature_oracle.py, so parameter and buffer
 // names (fc1.weight, bn.running_mean, steps) are the same on both sides.
-#include <aotpipe/runtime/reparametrize_module.h>
+#include <aotpipe/driver/reparametrize_module.h>
 
 #include <torch/torch.h>
 

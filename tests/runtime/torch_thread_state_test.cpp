@@ -4,7 +4,7 @@
 #include <aotpipe/pipeline/sync_wait.h>
 #include <aotpipe/pipeline/task.h>
 #include <aotpipe/pipeline/when_all.h>
-#include <aotpipe/runtime/torch_thread_state.h>
+#include <aotpipe/driver/torch_thread_state.h>
 
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>

@@ -3,7 +3,7 @@
 // re-applying the traced view ops, so its autograd history is the one eager code would give
 // (TransposeBackward0, not AsStridedBackward0), and cross-dtype views work.
 #include <aotpipe/graph/parser.h>
-#include <aotpipe/runtime/aot_function.h>
+#include <aotpipe/driver/aot_function.h>
 #include <aotpipe/stages/common/aliasing.h>
 #include <aotpipe/stages/common/view_replay.h>
 #include <aotpipe/stages/metadata/collect_metadata.h>

@@ -3,13 +3,13 @@
 // aotpipe cache explain INPUT... [--cache-dir DIR] [--pipeline SPEC] [--partitioner P] [--seed N]
 //                                [--device D] [--no-cpu-fallback]
 //
-// The compile cache of `aotpipe compile` (runtime/compile_cache.h): its size, emptying it, and
+// The compile cache of `aotpipe compile` (cache/compile_cache.h): its size, emptying it, and
 // for each graph the ingredients of its key (to debug a miss: compare two graphs' explanations),
 // the key and whether an entry exists. explain takes compile's options, as they change the key.
 #include "aotpipe/commands.h"
 #include "aotpipe/compile_jobs.h"
 
-#include <aotpipe/runtime/compile_pipeline.h>
+#include <aotpipe/stages/compile_stages.h>
 
 #include <fmt/format.h>
 

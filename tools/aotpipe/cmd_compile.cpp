@@ -11,7 +11,7 @@
 // compiled is reported with its stage and message, and the rest of the batch completes. Then a
 // summary table (ops, time per stage, CPU-fallback calls, saved bytes under default vs min-cut);
 // the exit status is 1 when anything failed. Compiles go through the compile cache
-// (runtime/compile_cache.h) unless --no-cache: the table says hit or miss per graph.
+// (cache/compile_cache.h) unless --no-cache: the table says hit or miss per graph.
 #include "aotpipe/batch_report.h"
 #include "aotpipe/commands.h"
 #include "aotpipe/compile_jobs.h"
@@ -31,8 +31,8 @@
 #include <aotpipe/pipeline/chrome_trace.h>
 #include <aotpipe/pipeline/scheduler.h>
 #include <aotpipe/pipeline/sync_wait.h>
-#include <aotpipe/runtime/compile_batch.h>
-#include <aotpipe/runtime/compile_pipeline.h>
+#include <aotpipe/driver/compile_batch.h>
+#include <aotpipe/stages/compile_stages.h>
 #include <aotpipe/runtime/eager_equivalence.h>
 #include <aotpipe/runtime/graph_function.h>
 #include <aotpipe/runtime/post_compile.h>
@@ -123,7 +123,6 @@ struct BatchContext {
   Scheduler& scheduler;
   std::size_t threads;
   std::set<std::string> top_level_stages;
-  std::string partitioner;  // the one the pipeline uses (effective_partitioner): its partition is reused
   std::shared_ptr<ChromeTraceRecorder> trace;
   // The cache's file records (file_records.h); null without a cache, or with --check (which
   // loads every graph to run it eagerly).
@@ -154,7 +153,7 @@ void fill_row(const BatchContext& ctx, const PreparedGraph& prepared, CompileRes
     const CompileState& state = *result.output->state();
     row.cpu_fallbacks = state.cpu_fallbacks;
     row.backend_notes = state.compiled.notes;
-    row.summary = summarize(state, ctx.partitioner);
+    row.summary = summarize(state);
     if (!options.out_dir.empty())
       write_graph_outputs(state, *row.summary, std::filesystem::path(options.out_dir) / row.name, !options.no_svg);
   } catch (const std::exception& e) {
@@ -372,7 +371,6 @@ int run_compile(const CompileOptions& options) {
                    scheduler,
                    threads,
                    std::set<std::string>(stage_columns.begin(), stage_columns.end()),
-                   effective_partitioner(options.pipeline, options.partitioner),
                    trace,
                    records.get(),
                    [&](std::string_view name, bool ok) {

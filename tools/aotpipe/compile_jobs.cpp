@@ -39,7 +39,6 @@ AotConfig job_config(const JobSettings& settings) {
   AotConfig config;
   config.partition_fn = settings.partitioner;
   config.allow_cpu_fallback = !settings.no_cpu_fallback;
-  config.cache = settings.cache;
   config.fw_compiler = settings.backend;
   return config;
 }
@@ -48,7 +47,8 @@ namespace {
 
 CompileJob make_job(std::string name, Function fn, TensorList example_args, const JobSettings& settings,
                     std::shared_ptr<const Graph> program) {
-  return CompileJob{std::move(name), std::move(fn), std::move(example_args), job_config(settings), std::move(program)};
+  return CompileJob{std::move(name),      std::move(fn),      std::move(example_args),
+                    job_config(settings), std::move(program), settings.cache};
 }
 
 // A .pt2 archive: its flat function (lifted state, then user inputs) compiled on metadata examples

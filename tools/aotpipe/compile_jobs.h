@@ -5,7 +5,7 @@
 #include "aotpipe/graph_files.h"
 
 #include <aotpipe/export/exported_program.h>
-#include <aotpipe/runtime/compile_batch.h>
+#include <aotpipe/driver/compile_batch.h>
 
 #include <cstdint>
 #include <memory>

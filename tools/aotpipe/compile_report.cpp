@@ -2,7 +2,7 @@
 #include "aotpipe/joint_dot.h"
 
 #include <aotpipe/graph/printer.h>
-#include <aotpipe/pipeline/pipeline_parser.h>
+#include <aotpipe/pipeline/identified.h>
 #include <aotpipe/stages/metadata/collect_metadata.h>
 #include <aotpipe/stages/partition/default_partition.h>
 #include <aotpipe/stages/partition/min_cut_partition.h>
@@ -42,19 +42,22 @@ void render_svg(const std::filesystem::path& dot, const std::filesystem::path& s
 
 }  // namespace
 
-GraphSummary summarize(const CompileState& state, std::string_view used_partitioner) {
+GraphSummary summarize(const CompileState& state) {
   GraphSummary s;
   if (state.traced.joint) {
     s.training = true;
     s.ops = count_calls(state.traced.joint->graph);
-    // The compile's own partition is the used partitioner's result on this joint graph: reuse it
-    // (a partition costs as much as the partition stage; on a cache hit nothing else partitions).
-    auto numbers = [&](std::string_view name, const Partitioner& partitioner) {
-      if (state.partition && used_partitioner == name) return numbers_of(*state.partition);
+    // The compile's own partition says which partitioner made it (the partition stage records
+    // it): reuse it rather than partition again (a partition costs as much as the partition
+    // stage; on a cache hit nothing else partitions).
+    auto numbers = [&](const Partitioner& partitioner) {
+      if (state.partition && !state.partition->partitioner.empty() &&
+          identity_of(partitioner) == state.partition->partitioner)
+        return numbers_of(*state.partition);
       return numbers_of(partitioner(*state.traced.joint));
     };
-    s.default_partition = numbers("default", partitioners::default_partition());
-    s.min_cut = numbers("min_cut", partitioners::min_cut_rematerialization_partition());
+    s.default_partition = numbers(partitioners::default_partition());
+    s.min_cut = numbers(partitioners::min_cut_rematerialization_partition());
   } else if (state.traced.inference_graph) {
     s.ops = count_calls(*state.traced.inference_graph);
   }
@@ -65,22 +68,6 @@ GraphSummary summarize(const CompileState& state, std::string_view used_partitio
     s.forward_ops = s.ops;
   }
   return s;
-}
-
-namespace {
-// `used` after the stages of `pipeline_text`: a partition stage sets it (to `configured` when it
-// names no partitioner), a group's stages are read the same way.
-std::string partitioner_after(std::string_view pipeline_text, const std::string& configured, std::string used) {
-  for (const StageSpec& spec : parse_pipeline_text(pipeline_text)) {
-    if (spec.name == "partition") used = spec.parameters.empty() ? configured : spec.parameters;
-    if (spec.name == "group") used = partitioner_after(spec.parameters, configured, used);
-  }
-  return used;
-}
-}  // namespace
-
-std::string effective_partitioner(std::string_view pipeline_text, const std::string& configured) {
-  return partitioner_after(pipeline_text, configured, configured);  // the last partition stage's result is kept
 }
 
 std::string partition_report(const CompileState& state, const GraphSummary& summary) {

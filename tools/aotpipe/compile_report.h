@@ -26,14 +26,9 @@ struct GraphSummary {
   std::optional<PartitionNumbers> default_partition, min_cut;
 };
 
-// Both partitioners' numbers on the joint graph. `used_partitioner` ("min_cut" or "default", see
-// effective_partitioner) is the one that produced state.partition: its numbers are taken from
-// that partition instead of partitioning again. Empty: run both.
-GraphSummary summarize(const CompileState& state, std::string_view used_partitioner = {});
-
-// The partitioner a compile pipeline uses: the text's `partition(P)` (also inside a group),
-// else `configured` (the config's partition_fn, --partitioner).
-std::string effective_partitioner(std::string_view pipeline_text, const std::string& configured);
+// Both partitioners' numbers on the joint graph. The one that made state.partition (its
+// PartitionResult::partitioner) is not run again: its numbers are that partition's.
+GraphSummary summarize(const CompileState& state);
 
 // Into `dir` (created): forward.aotg and backward.aotg (training) or inference.aotg,
 // joint.aotg, metadata.json, partition.txt (saved values with their bytes, recomputed ops, both

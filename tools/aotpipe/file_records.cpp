@@ -1,7 +1,7 @@
 #include "aotpipe/file_records.h"
 #include "aotpipe/graph_files.h"
 
-#include <aotpipe/runtime/cache_key.h>
+#include <aotpipe/cache/cache_key.h>
 
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <fmt/format.h>

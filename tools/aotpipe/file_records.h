@@ -13,7 +13,7 @@
 #include "aotpipe/batch_report.h"
 #include "aotpipe/compile_jobs.h"
 
-#include <aotpipe/runtime/compile_cache.h>
+#include <aotpipe/cache/compile_cache.h>
 
 #include <filesystem>
 #include <memory>

@@ -1,0 +1,20 @@
+#pragma once
+// Built-in backend compilers, and naming a compiler so that the compile cache can key on it.
+#include <aotpipe/graph/calling_convention.h>
+
+#include <string>
+
+namespace aotpipe {
+
+// A compiler the compile cache may key on: `identity` names it, its version and its options
+// (pipeline/identified.h). backends::interpreter() is one; a plain lambda is not, and a compile
+// using one bypasses the cache.
+Compiler named_compiler(std::string identity, Compiler compiler);
+
+namespace backends {
+
+// Runs the graph with aotpipe's Interpreter (boxed ATen calls, values freed at last use).
+Compiler interpreter();
+
+}  // namespace backends
+}  // namespace aotpipe

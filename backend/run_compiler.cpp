@@ -1,0 +1,33 @@
+#include <aotpipe/backend/backend_notes.h>
+#include <aotpipe/backend/run_compiler.h>
+#include <aotpipe/pipeline/lazy.h>
+
+namespace aotpipe {
+
+std::vector<TensorMeta> input_metas(const Graph& graph) {
+  std::vector<TensorMeta> metas;
+  metas.reserve(graph.num_inputs());
+  for (const Value* v : graph.inputs()) metas.push_back(v->meta() ? *v->meta() : TensorMeta{});
+  return metas;
+}
+
+NotedGraph compile_with_notes(const Compiler& compiler, const Graph& graph, CompileGroup& group) {
+  BackendNoteCollector notes;
+  const CompileGroupScope in_group(&group);
+  CompiledGraph compiled = compiler(graph, input_metas(graph));
+  return {std::move(compiled), notes.take()};
+}
+
+CompiledGraph compile_on_first_call(Compiler compiler, std::function<const Graph&()> graph,
+                                    std::shared_ptr<CompileGroup> group) {
+  if (!group) group = std::make_shared<CompileGroup>();
+  const auto compiled = Lazy<CompiledGraph>::deferred(
+      [compiler = std::move(compiler), graph = std::move(graph), group = std::move(group)] {
+        const Graph& g = graph();
+        const CompileGroupScope in_group(group.get());
+        return compiler(g, input_metas(g));
+      });
+  return [compiled](TensorList args) { return compiled.get()(std::move(args)); };
+}
+
+}  // namespace aotpipe

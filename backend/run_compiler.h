@@ -1,0 +1,37 @@
+#pragma once
+// Calling a backend compiler on one graph, the one way the stages and the runtime do it: with the
+// graph's input metadata, inside a compile group, collecting the backend's notes
+// (backend_notes.h).
+#include <aotpipe/graph/calling_convention.h>
+#include <aotpipe/graph/graph.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace aotpipe {
+
+class CompileGroup;  // backend_notes.h
+
+// The metadata of the graph's inputs, as a Compiler receives them (empty for an input without).
+std::vector<TensorMeta> input_metas(const Graph& graph);
+
+// A compiled graph and what its backend said while compiling it.
+struct NotedGraph {
+  CompiledGraph graph;
+  std::vector<std::string> notes;
+};
+
+// `compiler` on `graph`, now, on this thread, in `group`.
+NotedGraph compile_with_notes(const Compiler& compiler, const Graph& graph, CompileGroup& group);
+
+// A graph compiled by `compiler` when it is first called (a cache hit's graphs: decoded and
+// compiled only when they first run, as PyTorch compiles a backward lazily). `graph` is called
+// then, once; concurrent first calls compile once. The backend's notes are dropped: the
+// compile that made the graph reported them. The graphs of one function pass one `group`
+// (null: a group of its own).
+CompiledGraph compile_on_first_call(Compiler compiler, std::function<const Graph&()> graph,
+                                    std::shared_ptr<CompileGroup> group = nullptr);
+
+}  // namespace aotpipe
