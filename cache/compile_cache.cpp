@@ -58,7 +58,7 @@ struct FileContents {
 // where a file another machine removes would fault the mapping; our writers never change a
 // published file in place (they rename whole files over it), so locally a mapping only ever
 // sees the bytes it was checked with.
-constexpr std::size_t kMapEntriesFrom = 256 * 1024;
+constexpr std::size_t kMapEntriesFrom = std::size_t{256} * 1024;
 
 bool is_local_filesystem(int fd) {
   struct statfs fs {};

@@ -134,7 +134,7 @@ Task<CompileOutput> compile_async(std::string name, Function fn, TensorList exam
   co_return out;
 }
 
-CompileOutput compile(std::string name, Function fn, TensorList example_args, AotConfig config,
+CompileOutput compile(const std::string& name, Function fn, TensorList example_args, AotConfig config,
                       std::shared_ptr<const Graph> program, std::shared_ptr<CompileCache> cache) {
   static const Pipeline<CompileState> pipeline = default_compile_pipeline();
   JobEnv env{name, default_compile_scheduler()};

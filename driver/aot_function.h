@@ -43,7 +43,7 @@ Task<CompileOutput> compile_async(std::string name, Function fn, TensorList exam
                                   const Pipeline<CompileState>& pipeline, const JobEnv& env,
                                   std::shared_ptr<const Graph> program = nullptr,
                                   std::shared_ptr<CompileCache> cache = nullptr);
-CompileOutput compile(std::string name, Function fn, TensorList example_args, AotConfig config = {},
+CompileOutput compile(const std::string& name, Function fn, TensorList example_args, AotConfig config = {},
                       std::shared_ptr<const Graph> program = nullptr, std::shared_ptr<CompileCache> cache = nullptr);
 
 // The scheduler aot_function compiles on (created on first use).

@@ -43,9 +43,9 @@ const std::map<std::string, std::function<int64_t(int64_t, int64_t)>, std::less<
 
 const std::map<std::string, std::function<bool(int64_t, int64_t)>, std::less<>>& sym_compare_ops() {
   static const std::map<std::string, std::function<bool(int64_t, int64_t)>, std::less<>> ops = {
-      {"_operator.eq", std::equal_to<int64_t>()}, {"_operator.ne", std::not_equal_to<int64_t>()},
-      {"_operator.lt", std::less<int64_t>()},     {"_operator.le", std::less_equal<int64_t>()},
-      {"_operator.gt", std::greater<int64_t>()},  {"_operator.ge", std::greater_equal<int64_t>()},
+      {"_operator.eq", std::equal_to<>()}, {"_operator.ne", std::not_equal_to<>()},
+      {"_operator.lt", std::less<>()},     {"_operator.le", std::less_equal<>()},
+      {"_operator.gt", std::greater<>()},  {"_operator.ge", std::greater_equal<>()},
   };
   return ops;
 }

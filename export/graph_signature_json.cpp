@@ -1,5 +1,5 @@
 // to_json: an ExportGraphSignature with torch.export's field and kind names, for comparison with
-// Python (tests/runtime/graph_signature_oracle.py prints the same form).
+// Python (tests/export/graph_signature_oracle.py prints the same form).
 #include <aotpipe/export/graph_signature.h>
 
 #include <nlohmann/json.hpp>

@@ -83,7 +83,7 @@ struct CompiledBackwardOnce : torch::autograd::Function<CompiledBackwardOnce> {
     ctx->saved_data["name"] = a->name;
     return a->backward(bw_args.vec());
   }
-  static variable_list backward(AutogradContext* ctx, variable_list /*grad_outputs*/) {
+  static variable_list backward(AutogradContext* ctx, const variable_list& /*grad_outputs*/) {
     throw std::runtime_error(fmt::format(
         "aotpipe ({}): double backward through a compiled function is not supported: a second-order gradient "
         "would flow through the compiled backward graph, which is not differentiable",

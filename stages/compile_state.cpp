@@ -10,17 +10,15 @@ RuntimeFn apply_runtime_wrappers(const std::vector<RuntimeWrapper>& wrappers, Ru
   return inner;
 }
 
+// Every plan's wrapper from its WrapperTraits (stages/common/wrapper_stage.h).
 RuntimeWrapper runtime_wrapper(RuntimePlan plan) {
-  struct WrapperOf {
-    RuntimeWrapper operator()(const DedupeInfo& info) const {
-      return {"dedupe", [info](RuntimeFn inner) { return dedupe_post_compile(info, std::move(inner)); }, info};
-    }
-    RuntimeWrapper operator()(const SyntheticBaseInfo& info) const {
-      return {"synthetic_base", [info](RuntimeFn inner) { return synthetic_base_post_compile(info, std::move(inner)); },
-              info};
-    }
-  };
-  return std::visit(WrapperOf{}, plan);
+  return std::visit(
+      [](const auto& info) -> RuntimeWrapper {
+        using Traits = WrapperTraits<std::decay_t<decltype(info)>>;
+        return {std::string(Traits::name),
+                [info](RuntimeFn inner) { return Traits::post_compile(info, std::move(inner)); }, info};
+      },
+      plan);
 }
 
 AotConfig resolve_defaults(AotConfig config) {

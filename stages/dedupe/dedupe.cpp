@@ -140,11 +140,4 @@ RuntimeFn dedupe_post_compile(DedupeInfo info, RuntimeFn compiled) {
   };
 }
 
-Task<void> DedupeStage::run(CompileState& state, const JobEnv&) const {
-  DedupeResult result = dedupe_pre_compile(std::move(state.function));
-  state.function = std::move(result.function);
-  state.wrappers.push_back(runtime_wrapper(std::move(result.plan)));
-  co_return;
-}
-
 }  // namespace aotpipe

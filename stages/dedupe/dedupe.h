@@ -6,9 +6,8 @@
 //               deduplicated arguments; at run time keep_arg_mask drops them again.
 // Either way the runtime half checks that a call has the duplicate pattern the graph was
 // compiled for and names the inputs when it does not. See docs/stages/dedupe.md.
-#include <aotpipe/pipeline/job_env.h>
-#include <aotpipe/pipeline/task.h>
 #include <aotpipe/stages/common/runtime_plans.h>
+#include <aotpipe/stages/common/wrapper_stage.h>
 #include <aotpipe/stages/compile_state.h>
 
 #include <string_view>
@@ -26,17 +25,19 @@ ViewAndMutationMeta remove_dupe_metadata(const ViewAndMutationMeta& meta, const 
 
 // Pre-compile half: the function rewritten for distinct arguments, and the plan the
 // post-compile half needs.
-struct DedupeResult {
-  AnalyzedFunction function;
-  DedupeInfo plan;
-};
+using DedupeResult = PreCompiled<DedupeInfo>;
 DedupeResult dedupe_pre_compile(AnalyzedFunction function);
 // Post-compile half: the outer callable around `compiled` (inner convention).
 RuntimeFn dedupe_post_compile(DedupeInfo info, RuntimeFn compiled);
 
-struct DedupeStage {
-  std::string_view name() const { return "dedupe"; }
-  Task<void> run(CompileState& state, const JobEnv& env) const;
+template <>
+struct WrapperTraits<DedupeInfo> {
+  static constexpr std::string_view name = "dedupe";
+  static DedupeResult pre_compile(AnalyzedFunction function) { return dedupe_pre_compile(std::move(function)); }
+  static RuntimeFn post_compile(DedupeInfo info, RuntimeFn inner) {
+    return dedupe_post_compile(std::move(info), std::move(inner));
+  }
 };
+using DedupeStage = WrapperStage<DedupeInfo>;
 
 }  // namespace aotpipe

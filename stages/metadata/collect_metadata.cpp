@@ -120,7 +120,7 @@ OutputAnalysis analyze_outputs(const TensorList& f_args, const std::vector<c10::
     info.meta.requires_grad = info.requires_grad;
     const std::size_t num_aliased = alias_counts[s];
     const std::size_t num_not_multi_output_views = num_aliased - multi_output_view_counts[s];
-    const auto grad_fn = o.grad_fn();
+    const auto& grad_fn = o.grad_fn();
     const bool storage_changed = was_storage_changed(o);
     const auto input_it = inp_storage_refs.find(s);
     const at::Tensor base = o.is_view() ? at::Tensor(o._base()) : at::Tensor();

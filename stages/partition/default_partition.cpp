@@ -31,12 +31,13 @@ PartitionResult default_partition(const JointGraph& joint) {
     // forward-tagged node (e.g. the `copy_` of a kept input mutation the tracer appends last).
     std::vector<char> from_tangents(n, 0);
     for (std::size_t i = 0; i < n; ++i) {
-      from_tangents[i] = view.nodes[i].is_tangent;
+      from_tangents[i] = static_cast<char>(view.nodes[i].is_tangent);
       for (int in : view.nodes[i].inputs)
-        from_tangents[i] = from_tangents[i] || from_tangents[static_cast<std::size_t>(in)];
+        from_tangents[i] = static_cast<char>(from_tangents[i] || from_tangents[static_cast<std::size_t>(in)]);
     }
     if (found)
-      for (std::size_t i = 0; i <= last; ++i) is_forward[i] = !from_tangents[i] && view.nodes[i].kind != PKind::Output;
+      for (std::size_t i = 0; i <= last; ++i)
+        is_forward[i] = static_cast<char>(!from_tangents[i] && view.nodes[i].kind != PKind::Output);
   } else {
     // No phase tags (e.g. a graph read from text without them): the forward is what the forward
     // outputs need, by data flow.

@@ -188,14 +188,14 @@ NodeInfo classify_nodes(const JointView& view) {
   for (std::size_t i = 0; i < n; ++i) {
     const PNode& p = view.nodes[i];
     switch (p.kind) {
-      case PKind::Placeholder: valid[i] = p.is_primal; break;
+      case PKind::Placeholder: valid[i] = static_cast<char>(p.is_primal); break;
       case PKind::Constant: valid[i] = 1; break;
       case PKind::Output: break;
       default: {
         if (p.mutable_op && p.tagged_backward) break;  // _must_be_in_backward
         bool ok = true;
         for (int in : p.inputs) ok = ok && valid[static_cast<std::size_t>(in)];
-        valid[i] = ok;
+        valid[i] = static_cast<char>(ok);
       }
     }
   }

@@ -73,8 +73,9 @@ MinCut minimum_cut(const FlowNetwork& network, MaxFlowAlgorithm algorithm) {
   }
   const std::int64_t infinite = finite_total + 1;
   // Every excess in the network comes through the infinite edges: keep their sum in range.
+  constexpr std::int64_t kHalfRange = std::numeric_limits<std::int64_t>::max() / 2;
   if (num_infinite > 0 && static_cast<long double>(infinite) * static_cast<long double>(num_infinite + 1) >
-                              static_cast<long double>(std::numeric_limits<std::int64_t>::max() / 2))
+                              static_cast<long double>(kHalfRange))
     throw std::overflow_error("min cut: capacities too large for 64-bit flow arithmetic");
 
   // Arcs: every edge and its reverse, grouped by source (a counting sort), so that arc k is

@@ -28,7 +28,7 @@ class FlowNetwork {
   static constexpr int kSink = 1;
   static constexpr std::int64_t kInfinite = -1;  // capacity of an edge that may never be cut
 
-  FlowNetwork() : num_vertices_(2) {}
+  FlowNetwork() = default;
   int add_vertex() { return num_vertices_++; }
   int num_vertices() const { return num_vertices_; }
   std::size_t num_edges() const { return edges_.size(); }
@@ -44,7 +44,7 @@ class FlowNetwork {
   const std::vector<Edge>& edges() const { return edges_; }
 
  private:
-  int num_vertices_;
+  int num_vertices_ = 2;  // the source (0) and the sink (1)
   std::vector<Edge> edges_;
   // (from << 32 | to) -> edge index; open addressing, so an edge costs no allocation of its own.
   boost::unordered_flat_map<std::uint64_t, std::size_t> index_;

@@ -364,6 +364,7 @@ PartitionResult min_cut_rematerialization_partition(const JointGraph& joint, con
   }
   std::sort(cut_nodes.begin(), cut_nodes.end());
   std::vector<Value*> saved;
+  saved.reserve(cut_nodes.size());
   for (int i : cut_nodes) saved.push_back(p->view.nodes[static_cast<std::size_t>(i)].value);
   return detail::assemble_partition(*p->graph, p->view, std::move(saved), /*autograd_order=*/true);
 }
@@ -398,7 +399,10 @@ MinCutProblem build_min_cut_problem(const JointGraph& joint, const MinCutOptions
   for (std::size_t i = 0; i < p->banned.size(); ++i)
     if (p->banned[i]) out.banned.push_back(detail::display_name(p->view.nodes[i]));
   out.network = std::move(p->network);
-  out.graph = p->changed ? std::move(*p->changed) : *p->graph;
+  if (p->changed)
+    out.graph = std::move(*p->changed);  // a conditional expression of a const and a moved Graph would copy
+  else
+    out.graph = *p->graph;
   return out;
 }
 

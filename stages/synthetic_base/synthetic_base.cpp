@@ -53,11 +53,4 @@ RuntimeFn synthetic_base_post_compile(SyntheticBaseInfo info, RuntimeFn compiled
   };
 }
 
-Task<void> SyntheticBaseStage::run(CompileState& state, const JobEnv&) const {
-  SyntheticBaseResult result = synthetic_base_pre_compile(std::move(state.function));
-  state.function = std::move(result.function);
-  state.wrappers.push_back(runtime_wrapper(std::move(result.plan)));
-  co_return;
-}
-
 }  // namespace aotpipe

@@ -4,9 +4,8 @@
 // inputs with metadata mutations become extra outputs. Post-compile: merge the caller's inputs
 // the same way, call, and apply those metadata mutations with as_strided_. See
 // docs/stages/synthetic_base.md.
-#include <aotpipe/pipeline/job_env.h>
-#include <aotpipe/pipeline/task.h>
 #include <aotpipe/stages/common/runtime_plans.h>
+#include <aotpipe/stages/common/wrapper_stage.h>
 #include <aotpipe/stages/compile_state.h>
 #include <aotpipe/stages/synthetic_base/merge_view_inputs.h>
 
@@ -16,16 +15,20 @@ namespace aotpipe {
 
 // Pre-compile half: the function over the merged arguments, and the plan the post-compile half
 // needs (plan.needed false, function unchanged: no aliased input is mutated).
-struct SyntheticBaseResult {
-  AnalyzedFunction function;
-  SyntheticBaseInfo plan;
-};
+using SyntheticBaseResult = PreCompiled<SyntheticBaseInfo>;
 SyntheticBaseResult synthetic_base_pre_compile(AnalyzedFunction function);
 RuntimeFn synthetic_base_post_compile(SyntheticBaseInfo info, RuntimeFn compiled);
 
-struct SyntheticBaseStage {
-  std::string_view name() const { return "synthetic_base"; }
-  Task<void> run(CompileState& state, const JobEnv& env) const;
+template <>
+struct WrapperTraits<SyntheticBaseInfo> {
+  static constexpr std::string_view name = "synthetic_base";
+  static SyntheticBaseResult pre_compile(AnalyzedFunction function) {
+    return synthetic_base_pre_compile(std::move(function));
+  }
+  static RuntimeFn post_compile(SyntheticBaseInfo info, RuntimeFn inner) {
+    return synthetic_base_post_compile(std::move(info), std::move(inner));
+  }
 };
+using SyntheticBaseStage = WrapperStage<SyntheticBaseInfo>;
 
 }  // namespace aotpipe

@@ -325,6 +325,7 @@ int run_compile(const CompileOptions& options) {
 
   const std::vector<GraphFile> files = collect_graph_files(options.inputs, {kGraphExtension, kExportExtension});
   std::vector<std::string> hints;
+  hints.reserve(files.size());
   for (const GraphFile& file : files) hints.push_back(graph_name_hint(file));
   const std::vector<std::string> names = unique_names(hints);
   // The batch indices this process compiles, unless rank 0 hands them out: all, or --shard's.

@@ -5,7 +5,7 @@
 #include <aotpipe/driver/aot_module.h>
 #include <aotpipe/export/graph_signature.h>
 
-#include "test_modules.h"
+#include "../runtime/test_modules.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

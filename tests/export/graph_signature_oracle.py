@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Oracle for aotpipe's graph signature (tests/runtime/graph_signature_test.cpp).
+"""Oracle for aotpipe's graph signature (tests/export/graph_signature_test.cpp).
 
 For each case, a Python module equivalent to the C++ one of the test (same layers, attribute names,
 shapes and training mode) goes through PyTorch's own

@@ -4,7 +4,7 @@
 #include "aotpipe/compile_jobs.h"
 #include "aotpipe/exported_programs.h"
 
-#include "temp_dir.h"
+#include "../runtime/temp_dir.h"
 
 #include <aotpipe/cache/artifact_serialization.h>
 #include <aotpipe/graph/parser.h>

@@ -8,7 +8,7 @@
 #include <aotpipe/stages/partition/default_partition.h>
 #include <aotpipe/stages/partition/min_cut_partition.h>
 
-#include "test_modules.h"
+#include "../runtime/test_modules.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -2,7 +2,7 @@
 // with different local folders share compiles through it; a corrupted remote entry is
 // recompiled with a warning and replaced; Redis stopped in the middle of a batch costs one
 // warning and nothing else. Skips, saying why, where redis-server or hiredis is missing.
-#include "temp_dir.h"
+#include "../runtime/temp_dir.h"
 
 #include <aotpipe/graph/parser.h>
 #include <aotpipe/driver/aot_function.h>

@@ -2,7 +2,7 @@
 // tsan-torch): sixteen threads compiling the same graphs through one cache compile each once
 // (single flight) and are served the rest; sixteen caches on one folder (independent writers,
 // as processes) race to publish the same entries and leave whole ones that a reader loads.
-#include "temp_dir.h"
+#include "../runtime/temp_dir.h"
 
 #include <aotpipe/graph/parser.h>
 #include <aotpipe/driver/aot_function.h>

@@ -1,0 +1,51 @@
+#pragma once
+// WrapperStage<Plan>: an analysis stage in the form of PyTorch's CompilerWrapper. Its
+// pre-compile half rewrites the AnalyzedFunction for the stages after it and returns a plan;
+// its post-compile half is built from that plan alone (runtime_wrapper), so a cached compile
+// rebuilds it without running the stage. A stage of this form declares its plan's traits
+// beside the plan (dedupe/dedupe.h, synthetic_base/synthetic_base.h) and gets its pipeline
+// form, its runtime wrapper and its place in RuntimePlan from them.
+#include <aotpipe/pipeline/job_env.h>
+#include <aotpipe/pipeline/task.h>
+#include <aotpipe/stages/compile_state.h>
+
+#include <concepts>
+#include <string_view>
+#include <utility>
+
+namespace aotpipe {
+
+// A pre-compile half's result: the function as the next stage sees it, and the plan.
+template <class Plan>
+struct PreCompiled {
+  AnalyzedFunction function;
+  Plan plan;
+};
+
+// Specialized beside each plan type:
+//   static constexpr std::string_view name;                      // the stage's pipeline name
+//   static PreCompiled<Plan> pre_compile(AnalyzedFunction);      // the stage's work
+//   static RuntimeFn post_compile(Plan, RuntimeFn inner);        // inner convention -> outer
+template <class Plan>
+struct WrapperTraits;
+
+template <class Plan>
+concept WrapperPlan = requires(AnalyzedFunction function, Plan plan, RuntimeFn inner) {
+  { WrapperTraits<Plan>::name } -> std::convertible_to<std::string_view>;
+  { WrapperTraits<Plan>::pre_compile(std::move(function)) } -> std::same_as<PreCompiled<Plan>>;
+  { WrapperTraits<Plan>::post_compile(std::move(plan), std::move(inner)) } -> std::same_as<RuntimeFn>;
+};
+
+// The pipeline form: replaces state.function and pushes the plan's runtime wrapper.
+template <WrapperPlan Plan>
+struct WrapperStage {
+  std::string_view name() const { return WrapperTraits<Plan>::name; }
+  Task<void> run(CompileState& state, const JobEnv&) const {
+    PreCompiled<Plan> result = WrapperTraits<Plan>::pre_compile(std::move(state.function));
+    state.function = std::move(result.function);
+    state.wrappers.push_back(runtime_wrapper(RuntimePlan(std::move(result.plan))));
+    co_return;
+  }
+};
+
+}  // namespace aotpipe
