@@ -21,11 +21,11 @@ NotedGraph compile_with_notes(const Compiler& compiler, const Graph& graph, Comp
 CompiledGraph compile_on_first_call(Compiler compiler, std::function<const Graph&()> graph,
                                     std::shared_ptr<CompileGroup> group) {
   if (!group) group = std::make_shared<CompileGroup>();
+  // The notes are collected and dropped: they must not reach a collector that happens to be
+  // alive on the calling thread.
   const auto compiled = Lazy<CompiledGraph>::deferred(
       [compiler = std::move(compiler), graph = std::move(graph), group = std::move(group)] {
-        const Graph& g = graph();
-        const CompileGroupScope in_group(group.get());
-        return compiler(g, input_metas(g));
+        return compile_with_notes(compiler, graph(), *group).graph;
       });
   return [compiled](TensorList args) { return compiled.get()(std::move(args)); };
 }

@@ -9,12 +9,12 @@
 // Reading trusts nothing: every field is type-checked, every index range-checked, every graph
 // verified, and any failure is an ArtifactFormatError.
 #include <aotpipe/cache/artifact_serialization.h>
+
+#include <aotpipe/cache/byte_codec.h>
 #include <aotpipe/graph/example_tensor.h>
 #include <aotpipe/graph/parser.h>
 #include <aotpipe/graph/printer.h>
 #include <aotpipe/graph/verifier.h>
-#include <aotpipe/cache/byte_codec.h>
-#include <aotpipe/runtime/compiled_artifact.h>
 #include <aotpipe/stages/joint/joint.h>
 
 #include <ATen/ATen.h>
@@ -652,8 +652,8 @@ std::string serialize_artifact(const CompiledArtifact& a) {
   return bytes;
 }
 
-CompiledArtifact deserialize_artifact(std::shared_ptr<const void> owner, std::string_view bytes, std::string origin,
-                                      std::function<void()> on_malformed_graph) {
+CompiledArtifact deserialize_artifact(std::shared_ptr<const void> owner, std::string_view bytes,
+                                      const std::string& origin, std::function<void()> on_malformed_graph) {
   try {
     std::uint64_t header_length = 0;
     check(bytes.size() >= sizeof header_length, "shorter than its header");

@@ -31,7 +31,7 @@ int artifact_schema_version();
 // runs (once per failing decode, before the ArtifactFormatError is thrown) when a graph turns out
 // malformed: the compile cache removes the entry then, so that the next compile recompiles it.
 CompiledArtifact deserialize_artifact(std::shared_ptr<const void> owner, std::string_view payload,
-                                      std::string origin = "artifact",
+                                      const std::string& origin = "artifact",
                                       std::function<void()> on_malformed_graph = nullptr);
 CompiledArtifact deserialize_artifact(std::string_view bytes);  // a copy of `bytes`
 

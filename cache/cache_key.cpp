@@ -1,10 +1,10 @@
+#include <aotpipe/cache/cache_key.h>
+
 #include <aotpipe/cache/artifact_serialization.h>
 #include <aotpipe/graph/example_tensor.h>
 #include <aotpipe/graph/printer.h>
-#include <aotpipe/cache/cache_key.h>
 #include <aotpipe/graph/text_format.h>
 #include <aotpipe/stages/compile_stages.h>
-#include <aotpipe/runtime/compiled_artifact.h>
 
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
