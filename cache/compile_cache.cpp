@@ -291,13 +291,13 @@ std::string frame(std::string_view digest, std::string_view payload) {
   return framed;
 }
 
-Opened open_entry(std::shared_ptr<const void> owner, std::string_view entry, const CacheKey& key, std::string origin,
-                  std::function<void()> on_malformed_graph = nullptr) {
+Opened open_entry(std::shared_ptr<const void> owner, std::string_view entry, const CacheKey& key,
+                  const std::string& origin, std::function<void()> on_malformed_graph = nullptr) {
   const Unframed unframed = unframe(entry, key.digest);
   if (!unframed.why.empty()) return {nullptr, unframed.why};
   try {
-    return {std::make_shared<CompiledArtifact>(deserialize_artifact(std::move(owner), unframed.payload,
-                                                                    std::move(origin), std::move(on_malformed_graph))),
+    return {std::make_shared<CompiledArtifact>(
+                deserialize_artifact(std::move(owner), unframed.payload, origin, std::move(on_malformed_graph))),
             ""};
   } catch (const std::exception& e) { return {nullptr, e.what()}; }
 }
