@@ -10,11 +10,12 @@
 // verified, and any failure is an ArtifactFormatError.
 #include <aotpipe/cache/artifact_serialization.h>
 
-#include <aotpipe/cache/byte_codec.h>
+#include <aotpipe/graph/byte_codec.h>
 #include <aotpipe/graph/example_tensor.h>
 #include <aotpipe/graph/parser.h>
 #include <aotpipe/graph/printer.h>
 #include <aotpipe/graph/verifier.h>
+#include <aotpipe/stages/common/plan_codec.h>
 #include <aotpipe/stages/joint/joint.h>
 
 #include <ATen/ATen.h>
@@ -368,37 +369,6 @@ TensorMeta get_meta(ByteReader& in) {
   return checked(std::move(m));
 }
 
-// The eight flags, one bit each.
-void put_input_info(ByteWriter& out, const InputAliasInfo& in) {
-  const bool flags[] = {in.is_leaf,
-                        in.mutates_data,
-                        in.mutates_metadata,
-                        in.mutations_hidden_from_autograd,
-                        in.mutations_under_no_grad_or_inference_mode,
-                        in.mutates_storage_metadata,
-                        in.requires_grad,
-                        in.keep_input_mutations};
-  std::uint64_t bits = 0;
-  for (std::size_t i = 0; i < std::size(flags); ++i) bits |= static_cast<std::uint64_t>(flags[i]) << i;
-  out.u64(bits);
-}
-
-InputAliasInfo get_input_info(ByteReader& in) {
-  const std::uint64_t bits = in.u64("input alias flags");
-  check(bits < (1u << 8), "input alias info with more than 8 flags");
-  auto flag = [bits](int i) { return ((bits >> i) & 1) != 0; };
-  InputAliasInfo info;
-  info.is_leaf = flag(0);
-  info.mutates_data = flag(1);
-  info.mutates_metadata = flag(2);
-  info.mutations_hidden_from_autograd = flag(3);
-  info.mutations_under_no_grad_or_inference_mode = flag(4);
-  info.mutates_storage_metadata = flag(5);
-  info.requires_grad = flag(6);
-  info.keep_input_mutations = flag(7);
-  return info;
-}
-
 // An optional as 0 (none) or value + 1.
 void put_optional(ByteWriter& out, std::optional<std::size_t> v) { out.u64(v ? *v + 1 : 0); }
 std::optional<std::size_t> get_optional(ByteReader& in, const char* what) {
@@ -408,7 +378,7 @@ std::optional<std::size_t> get_optional(ByteReader& in, const char* what) {
 }
 
 void put_meta(ByteWriter& out, const ViewAndMutationMeta& m, DataWriter& data) {
-  out.list(m.input_info, [&](const InputAliasInfo& in) { put_input_info(out, in); });
+  out.list(m.input_info, [&](const InputAliasInfo& in) { encode_input_alias_info(out, in); });
   out.list(m.output_info, [&](const OutputAliasInfo& o) {
     const auto type = std::find(kOutputTypes.begin(), kOutputTypes.end(), o.output_type);
     out.u64(static_cast<std::uint64_t>(type - kOutputTypes.begin()));
@@ -427,7 +397,7 @@ void put_meta(ByteWriter& out, const ViewAndMutationMeta& m, DataWriter& data) {
 
 ViewAndMutationMeta get_meta(ByteReader& in, DataReader& data) {
   ViewAndMutationMeta m;
-  m.input_info = in.list("input info", [&] { return get_input_info(in); });
+  m.input_info = in.list("input info", [&] { return decode_input_alias_info(in); });
   m.output_info = in.list("output info", [&] {
     OutputAliasInfo out;
     const std::uint64_t type = in.u64("output type");
@@ -466,64 +436,6 @@ ViewAndMutationMeta get_meta(ByteReader& in, DataReader& data) {
   } catch (const std::exception& e) { malformed(fmt::format("input metadata: {}", e.what())); }
   m.finalize();  // the derived lists are recomputed, never read
   return m;
-}
-
-void put_bools(ByteWriter& out, const std::vector<bool>& v) {
-  out.u64(v.size());
-  for (bool b : v) out.boolean(b);
-}
-std::vector<bool> get_bools(ByteReader& in, const char* what) {
-  const std::size_t n = in.count(what);
-  std::vector<bool> v(n);
-  for (std::size_t i = 0; i < n; ++i) v[i] = in.boolean(what);
-  return v;
-}
-
-enum class PlanKind : std::uint8_t { dedupe = 0, synthetic_base = 1 };
-
-void put_plan(ByteWriter& out, const RuntimePlan& plan) {
-  if (const auto* d = std::get_if<DedupeInfo>(&plan)) {
-    out.u64(static_cast<std::uint64_t>(PlanKind::dedupe));
-    out.boolean(d->specialized);
-    put_bools(out, d->keep_arg_mask);
-    out.u64s(d->add_dupe_map);
-    out.u64s(d->first_occurrence);
-    return;
-  }
-  const auto& sb = std::get<SyntheticBaseInfo>(plan);
-  out.u64(static_cast<std::uint64_t>(PlanKind::synthetic_base));
-  out.boolean(sb.needed);
-  out.boolean(sb.is_inference);
-  out.list(sb.outer_input_info, [&](const InputAliasInfo& in) { put_input_info(out, in); });
-  out.u64s(sb.aliased_arg_idx_with_metadata_mutations);
-}
-
-RuntimePlan get_plan(ByteReader& in) {
-  const std::uint64_t kind = in.u64("runtime plan kind");
-  if (kind == static_cast<std::uint64_t>(PlanKind::dedupe)) {
-    DedupeInfo info;
-    info.specialized = in.boolean("dedupe specialized");
-    info.keep_arg_mask = get_bools(in, "dedupe keep_arg_mask");
-    info.add_dupe_map = in.u64s("dedupe add_dupe_map");
-    info.first_occurrence = in.u64s("dedupe first_occurrence");
-    const std::size_t n = info.first_occurrence.size();
-    check(info.keep_arg_mask.size() == n && info.add_dupe_map.size() == n, "dedupe plan of inconsistent lengths");
-    std::size_t kept = 0;
-    for (bool keep : info.keep_arg_mask) kept += keep ? 1 : 0;
-    for (std::size_t i = 0; i < n; ++i)
-      check(info.first_occurrence[i] <= i && info.add_dupe_map[i] < (info.specialized ? kept : n),
-            "dedupe plan index out of range");
-    return info;
-  }
-  check(kind == static_cast<std::uint64_t>(PlanKind::synthetic_base), fmt::format("unknown runtime plan {}", kind));
-  SyntheticBaseInfo info;
-  info.needed = in.boolean("synthetic base needed");
-  info.is_inference = in.boolean("synthetic base is_inference");
-  info.outer_input_info = in.list("synthetic base inputs", [&] { return get_input_info(in); });
-  info.aliased_arg_idx_with_metadata_mutations = in.u64s("synthetic base aliased inputs");
-  for (std::size_t i : info.aliased_arg_idx_with_metadata_mutations)
-    check(i < info.outer_input_info.size(), "synthetic base plan index out of range");
-  return info;
 }
 
 // What the runtime reads without the graphs, against the metadata it indexes with.
@@ -601,7 +513,7 @@ std::string serialize_artifact(const CompiledArtifact& a) {
   DataWriter data;
   ByteWriter h;  // the header after the schema and the graph records' place
   h.str(a.name);
-  h.list(a.wrappers, [&](const RuntimePlan& plan) { put_plan(h, plan); });
+  h.list(a.wrappers, [&](const RuntimePlan& plan) { encode_runtime_plan(h, plan); });
   put_meta(h, a.meta, data);
   h.boolean(a.training);
   h.u64s(a.grad_inputs);
@@ -670,7 +582,7 @@ CompiledArtifact deserialize_artifact(std::shared_ptr<const void> owner, std::st
     auto data = std::make_shared<DataReader>(std::move(owner), data_section, graph_records);
     CompiledArtifact a;
     a.name = in.str("name");
-    a.wrappers = in.list("runtime plans", [&] { return get_plan(in); });
+    a.wrappers = in.list("runtime plans", [&] { return decode_runtime_plan(in); });
     a.meta = get_meta(in, *data);
     a.training = in.boolean("training");
     a.grad_inputs = in.u64s("grad_inputs");

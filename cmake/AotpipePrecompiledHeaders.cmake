@@ -17,17 +17,20 @@ function(_aotpipe_targets_below dir out)
   set(${out} ${targets} PARENT_SCOPE)
 endfunction()
 
-# The object library that compiles the shared header once, with -fPIE (for executables) or -fPIC.
+# The object library that compiles the shared header once, with -fPIE (for executables) or -fPIC,
+# and the OPTIONS of the targets that reuse it.
 function(_aotpipe_torch_pch_host name pie)
   if(TARGET ${name})
     return()
   endif()
+  set(options ${ARGN})
   file(WRITE ${CMAKE_BINARY_DIR}/${name}.cpp "// the translation unit of the shared precompiled header\n")
   add_library(${name} OBJECT EXCLUDE_FROM_ALL ${CMAKE_BINARY_DIR}/${name}.cpp)
   if(pie)
     set_target_properties(${name} PROPERTIES POSITION_INDEPENDENT_CODE OFF)
     target_compile_options(${name} PRIVATE ${CMAKE_CXX_COMPILE_OPTIONS_PIE})
   endif()
+  target_compile_options(${name} PRIVATE ${options})
   target_link_libraries(${name} PRIVATE aotpipe::torch)
   target_precompile_headers(${name} PRIVATE <torch/torch.h>)
   if(TARGET GTest::gmock)
@@ -36,42 +39,54 @@ function(_aotpipe_torch_pch_host name pie)
   endif()
 endfunction()
 
-# aotpipe_reuse_torch_pch(DIR... EXCLUDE DIR...): every executable and static library defined
-# below the DIRs, except below the EXCLUDE ones (programs that do not link libtorch).
+# aotpipe_reuse_torch_pch(DIR... EXCLUDE DIR... [OPTIONS FLAG... HOST NAME]): every executable
+# and static library defined below the DIRs, except below the EXCLUDE ones (programs that do not
+# link libtorch), reuses the shared header. OPTIONS are compile options given to those targets and
+# to the header's own host, named after HOST: a header is reusable only by targets compiled with
+# the options it was compiled with.
 function(aotpipe_reuse_torch_pch)
-  if(NOT AOTPIPE_PRECOMPILED_HEADERS OR NOT AOTPIPE_WITH_TORCH)
-    return()
-  endif()
-  cmake_parse_arguments(PARSE_ARGV 0 arg "" "" "EXCLUDE")
-  # GCC refuses a precompiled header built with other code-generation flags: executables compile
-  # with -fPIE and libraries with -fPIC, so each kind gets its own host (built only when used).
-  _aotpipe_torch_pch_host(aotpipe_torch_pch_lib OFF)
-  _aotpipe_torch_pch_host(aotpipe_torch_pch_exe ON)
+  cmake_parse_arguments(PARSE_ARGV 0 arg "" "HOST" "EXCLUDE;OPTIONS")
   set(excluded)
   foreach(dir IN LISTS arg_EXCLUDE)
     _aotpipe_targets_below(${dir} below)
     list(APPEND excluded ${below})
   endforeach()
+  set(reusing)
   foreach(dir IN LISTS arg_UNPARSED_ARGUMENTS)
     _aotpipe_targets_below(${dir} targets)
     foreach(target IN LISTS targets)
       get_target_property(type ${target} TYPE)
-      if(target IN_LIST excluded OR NOT type MATCHES "^(EXECUTABLE|STATIC_LIBRARY|OBJECT_LIBRARY)$")
-        continue()
-      endif()
-      if(type STREQUAL "EXECUTABLE")
-        target_precompile_headers(${target} REUSE_FROM aotpipe_torch_pch_exe)
-      else()
-        target_precompile_headers(${target} REUSE_FROM aotpipe_torch_pch_lib)
-      endif()
-      # The header's include paths and macros: GCC rejects the precompiled form where a macro the
-      # header saw differs (GTEST_HAS_PTHREAD, for targets that do not link GoogleTest) and, if
-      # it does, parses the header instead.
-      if(TARGET GTest::gmock)
-        target_compile_options(${target} PRIVATE $<TARGET_PROPERTY:GTest::gtest,INTERFACE_COMPILE_OPTIONS>)
-        target_include_directories(${target} PRIVATE $<TARGET_PROPERTY:GTest::gmock,INTERFACE_INCLUDE_DIRECTORIES>
-                                                   $<TARGET_PROPERTY:GTest::gtest,INTERFACE_INCLUDE_DIRECTORIES>)
+      if(NOT target IN_LIST excluded AND type MATCHES "^(EXECUTABLE|STATIC_LIBRARY|OBJECT_LIBRARY)$")
+        list(APPEND reusing ${target})
+        target_compile_options(${target} PRIVATE ${arg_OPTIONS})
       endif()
     endforeach()
+  endforeach()
+  if(NOT AOTPIPE_PRECOMPILED_HEADERS OR NOT AOTPIPE_WITH_TORCH)
+    return()
+  endif()
+  set(suffix "")
+  if(arg_HOST)
+    set(suffix "_${arg_HOST}")
+  endif()
+  # GCC refuses a precompiled header built with other code-generation flags: executables compile
+  # with -fPIE and libraries with -fPIC, so each kind gets its own host (built only when used).
+  _aotpipe_torch_pch_host(aotpipe_torch_pch_lib${suffix} OFF ${arg_OPTIONS})
+  _aotpipe_torch_pch_host(aotpipe_torch_pch_exe${suffix} ON ${arg_OPTIONS})
+  foreach(target IN LISTS reusing)
+    get_target_property(type ${target} TYPE)
+    if(type STREQUAL "EXECUTABLE")
+      target_precompile_headers(${target} REUSE_FROM aotpipe_torch_pch_exe${suffix})
+    else()
+      target_precompile_headers(${target} REUSE_FROM aotpipe_torch_pch_lib${suffix})
+    endif()
+    # The header's include paths and macros: GCC rejects the precompiled form where a macro the
+    # header saw differs (GTEST_HAS_PTHREAD, for targets that do not link GoogleTest) and, if
+    # it does, parses the header instead.
+    if(TARGET GTest::gmock)
+      target_compile_options(${target} PRIVATE $<TARGET_PROPERTY:GTest::gtest,INTERFACE_COMPILE_OPTIONS>)
+      target_include_directories(${target} PRIVATE $<TARGET_PROPERTY:GTest::gmock,INTERFACE_INCLUDE_DIRECTORIES>
+                                                 $<TARGET_PROPERTY:GTest::gtest,INTERFACE_INCLUDE_DIRECTORIES>)
+    endif()
   endforeach()
 endfunction()

@@ -1,8 +1,9 @@
 #pragma once
 // Pipeline: an ordered list of stages, itself a stage (so pipelines nest).
 //
-// It runs its stages one after another on the job's context, with the job's hooks around each
-// and a stop check before each: once the job's stop token is triggered no further stage
+// It runs its stages one after another on the job's context, with the job's hooks around each,
+// the context's analyses invalidated after each by what the stage preserved (when the context
+// has them, analysis_manager.h), and a stop check before each: once the job's stop token is triggered no further stage
 // starts and OperationCancelled is thrown. A failing stage becomes a StageError naming the job
 // and the stage. A pipeline is edited before it runs; while runs are in flight it must not be
 // modified (it is shared read-only by every job, like the stages in it).
@@ -84,17 +85,21 @@ class Pipeline {
   }
 
   // --- Running -------------------------------------------------------------------------------
-  Task<void> run(Context& context, const JobEnv& env) const {
+  // Returns all analyses preserved: each stage's report has been applied already.
+  Task<PreservedAnalyses> run(Context& context, const JobEnv& env) const {
     for (const AnyStage<Context>& stage : stages_) {
       if (env.stop_token.stop_requested()) detail::throw_cancelled_before(env, stage.name());
       StageRunScope scope(env, stage.name());
       std::exception_ptr error;
+      PreservedAnalyses preserved;
       try {
-        co_await stage.run(context, env);
+        preserved = co_await stage.run(context, env);
       } catch (...) { error = std::current_exception(); }
       if (error) scope.failed(std::move(error));
+      if constexpr (HasAnalyses<Context>) context.analyses.invalidate(preserved);
       scope.succeeded();
     }
+    co_return PreservedAnalyses::all();
   }
 
  private:

@@ -9,6 +9,7 @@
 // compile rebuilds its runtime from the plans alone (runtime/post_compile.h).
 #include <aotpipe/graph/calling_convention.h>
 #include <aotpipe/graph/graph.h>
+#include <aotpipe/pipeline/analysis_manager.h>
 #include <aotpipe/pipeline/identified.h>
 #include <aotpipe/stages/common/runtime_plans.h>
 #include <aotpipe/stages/common/analyzed_function.h>
@@ -84,6 +85,11 @@ struct CompileState {
 
   // The ops the stages' fake traces ran on the CPU fallback, with call counts (all traces).
   CpuFallbackCounts cpu_fallbacks;
+
+  // Results a stage computed that a later one may reuse (JointProgramAnalysis: the metadata
+  // stage's trace, carried on into the joint), dropped by the pipeline after each stage that
+  // does not report them preserved (pipeline/analysis_manager.h).
+  AnalysisManager<CompileState> analyses;
 };
 
 // Composes the post-compile halves around `inner` (innermost wrapper applied first).

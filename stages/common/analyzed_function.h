@@ -6,11 +6,7 @@
 #include <aotpipe/graph/calling_convention.h>
 #include <aotpipe/stages/metadata/view_and_mutation_meta.h>
 
-#include <memory>
-
 namespace aotpipe {
-
-struct CarriedProgram;  // stages/joint/carried_program.h
 
 struct AnalyzedFunction {
   Function fn;      // the function as the next stage must trace it (inner calling convention)
@@ -20,10 +16,6 @@ struct AnalyzedFunction {
   // (create_aot_state): the joint stage traces forward and backward, and the runtime goes
   // through autograd.
   bool needs_autograd = false;
-  // The program the joint stage would trace, already traced by the metadata stage's trace when
-  // the function allowed (see carried_program.h); the joint stage uses it while fn, args and
-  // meta are still those it was traced from. Null: the joint stage traces.
-  std::shared_ptr<const CarriedProgram> carried;
 };
 
 }  // namespace aotpipe

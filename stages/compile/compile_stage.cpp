@@ -40,8 +40,9 @@ Task<CompiledGraphs> compile_graphs(const TracedProgram& program, const Partitio
   co_return CompiledGraphs{std::move(forward.graph), std::move(backward.graph), std::move(notes)};
 }
 
-Task<void> CompileGraphsStage::run(CompileState& state, const JobEnv& env) const {
+Task<PreservedAnalyses> CompileGraphsStage::run(CompileState& state, const JobEnv& env) const {
   state.compiled = co_await compile_graphs(state.traced, state.partition.get(), state.config, env.scheduler);
+  co_return PreservedAnalyses::all();  // the function is left as it is
 }
 
 }  // namespace aotpipe

@@ -19,7 +19,7 @@ Task<CompiledGraphs> compile_graphs(const TracedProgram& program, const Partitio
 // Fills state.compiled from state.traced and state.partition.
 struct CompileGraphsStage {
   std::string_view name() const { return "compile"; }
-  Task<void> run(CompileState& state, const JobEnv& env) const;
+  Task<PreservedAnalyses> run(CompileState& state, const JobEnv& env) const;
 };
 
 }  // namespace aotpipe

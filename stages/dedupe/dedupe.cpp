@@ -1,5 +1,7 @@
 #include <aotpipe/stages/dedupe/dedupe.h>
 
+#include <aotpipe/graph/byte_codec.h>
+
 #include <fmt/format.h>
 
 #include <stdexcept>
@@ -138,6 +140,30 @@ RuntimeFn dedupe_post_compile(DedupeInfo info, RuntimeFn compiled) {
     if (!info.specialized) return compiled(std::move(args));
     return compiled(info.remove_dupe_args(std::move(args)));
   };
+}
+
+void WrapperTraits<DedupeInfo>::encode(ByteWriter& out, const DedupeInfo& info) {
+  out.boolean(info.specialized);
+  out.list(info.keep_arg_mask, [&](bool keep) { out.boolean(keep); });
+  out.u64s(info.add_dupe_map);
+  out.u64s(info.first_occurrence);
+}
+
+DedupeInfo WrapperTraits<DedupeInfo>::decode(ByteReader& in) {
+  DedupeInfo info;
+  info.specialized = in.boolean("dedupe specialized");
+  info.keep_arg_mask = in.list("dedupe keep_arg_mask", [&] { return in.boolean("dedupe keep_arg_mask"); });
+  info.add_dupe_map = in.u64s("dedupe add_dupe_map");
+  info.first_occurrence = in.u64s("dedupe first_occurrence");
+  const std::size_t n = info.first_occurrence.size();
+  if (info.keep_arg_mask.size() != n || info.add_dupe_map.size() != n)
+    ByteReader::fail("dedupe plan", "lists of inconsistent lengths");
+  std::size_t kept = 0;
+  for (bool keep : info.keep_arg_mask) kept += keep ? 1 : 0;
+  for (std::size_t i = 0; i < n; ++i)
+    if (info.first_occurrence[i] > i || info.add_dupe_map[i] >= (info.specialized ? kept : n))
+      ByteReader::fail("dedupe plan", "an index out of range");
+  return info;
 }
 
 }  // namespace aotpipe

@@ -10,6 +10,8 @@
 #include <aotpipe/stages/common/wrapper_stage.h>
 #include <aotpipe/stages/compile_state.h>
 
+#include <cstddef>
+#include <cstdint>
 #include <string_view>
 
 namespace aotpipe {
@@ -36,6 +38,15 @@ struct WrapperTraits<DedupeInfo> {
   static DedupeResult pre_compile(AnalyzedFunction function) { return dedupe_pre_compile(std::move(function)); }
   static RuntimeFn post_compile(DedupeInfo info, RuntimeFn inner) {
     return dedupe_post_compile(std::move(info), std::move(inner));
+  }
+  static constexpr std::uint64_t codec_tag = 0;
+  static void encode(ByteWriter& out, const DedupeInfo& info);
+  static DedupeInfo decode(ByteReader& in);
+  // No argument passed twice: the arguments are passed on as they came.
+  static bool rewrites_function(const DedupeInfo& info) {
+    for (std::size_t i = 0; i < info.first_occurrence.size(); ++i)
+      if (info.first_occurrence[i] != i) return true;
+    return false;
   }
 };
 using DedupeStage = WrapperStage<DedupeInfo>;

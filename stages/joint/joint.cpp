@@ -1,6 +1,6 @@
-#include <aotpipe/tracer/tracer.h>
-#include <aotpipe/stages/joint/carried_program.h>
 #include <aotpipe/stages/joint/joint.h>
+
+#include <aotpipe/tracer/tracer.h>
 
 #include <ATen/core/grad_mode.h>
 #include <fmt/format.h>
@@ -47,15 +47,11 @@ std::vector<bool> forward_tangent_mask(const ViewAndMutationMeta& meta) {
   return mask;
 }
 
-bool CarriedProgram::traced_from(const AnalyzedFunction& function, const std::string& program_name,
-                                 bool fallback_allowed) const {
-  const auto* shared = function.fn.target<SharedFunction>();
-  if (!shared || shared->fn != fn || name != program_name || allow_cpu_fallback != fallback_allowed ||
-      function.needs_autograd != needs_autograd || function.args.size() != args.size())
-    return false;
-  for (std::size_t i = 0; i < args.size(); ++i)
-    if (!function.args[i].is_same(args[i])) return false;
-  return function.meta == meta;
+bool joint_repeats_analysis_trace(const ViewAndMutationMeta& meta) {
+  if (meta.grad_enabled_mutation || !meta.mutated_graph_handled_indices.empty()) return false;
+  for (const InputAliasInfo& in : meta.input_info)
+    if (in.mutates_metadata || in.mutates_storage_metadata || (in.mutates_data && in.requires_grad)) return false;
+  return true;
 }
 
 JointResult program_of_trace(TraceResult traced, const AnalyzedFunction& function) {
@@ -80,8 +76,6 @@ JointResult program_of_trace(TraceResult traced, const AnalyzedFunction& functio
 
 JointResult trace_joint_or_inference(const AnalyzedFunction& function, const std::string& name,
                                      bool allow_cpu_fallback) {
-  if (function.carried && function.carried->traced_from(function, name, allow_cpu_fallback))
-    return {function.carried->program, function.carried->cpu_fallbacks};
   const auto& meta = function.meta;
   TraceOptions options;
   options.functionalize = true;
@@ -99,12 +93,16 @@ JointResult trace_joint_or_inference(const AnalyzedFunction& function, const std
   return program_of_trace(trace_program(forward, function.args, std::move(options)), function);
 }
 
-Task<void> JointStage::run(CompileState& state, const JobEnv&) const {
-  JointResult result = trace_joint_or_inference(state.function, state.name, state.config.allow_cpu_fallback);
-  state.function.carried.reset();  // its graphs now live in state.traced
-  state.traced = std::move(result.program);
+JointResult JointProgramAnalysis::run(const CompileState& state) const {
+  return trace_joint_or_inference(state.function, state.name, state.config.allow_cpu_fallback);
+}
+
+Task<PreservedAnalyses> JointStage::run(CompileState& state, const JobEnv&) const {
+  const JointResult& result = state.analyses.get<JointProgramAnalysis>(state);
+  state.traced = result.program;
   merge_cpu_fallbacks(state.cpu_fallbacks, result.cpu_fallbacks);
-  co_return;
+  // The program now lives in state.traced, where the stages after this one rewrite it.
+  co_return PreservedAnalyses::all().abandon<JointProgramAnalysis>();
 }
 
 }  // namespace aotpipe

@@ -39,14 +39,29 @@ struct JointResult {
 JointResult program_of_trace(TraceResult traced, const AnalyzedFunction& function);
 
 // Traces the joint graph (function.needs_autograd) or the inference graph of the analysed
-// function; `name` prefixes the graph's name (NAME.joint, NAME.inference). When the metadata
-// stage's trace already made that program (function.carried, carried_program.h), returns it.
+// function; `name` prefixes the graph's name (NAME.joint, NAME.inference).
 JointResult trace_joint_or_inference(const AnalyzedFunction& function, const std::string& name,
                                      bool allow_cpu_fallback);
 
+// Whether the joint's trace of a function analysed as `meta` records what the analysis trace of
+// the function itself did, up to the forward's returns: prepare_forward clones no input (none
+// that requires grad is data-mutated) and views none (no metadata mutation), no mutation stays
+// in the graph as a copy_, and grad mode is left alone. The metadata stage then carries its
+// trace on into the program (JointProgramAnalysis) instead of leaving the joint to trace again.
+bool joint_repeats_analysis_trace(const ViewAndMutationMeta& meta);
+
+// The analysis of the joint stage's program of state.function: trace_joint_or_inference, unless
+// the metadata stage cached it already (its trace carried on into the joint; stages in between
+// that rewrite the function drop it, pipeline/analysis_manager.h).
+struct JointProgramAnalysis {
+  using Result = JointResult;
+  static constexpr std::string_view name = "joint-program";
+  JointResult run(const CompileState& state) const;
+};
+
 struct JointStage {
   std::string_view name() const { return "joint"; }
-  Task<void> run(CompileState& state, const JobEnv& env) const;
+  Task<PreservedAnalyses> run(CompileState& state, const JobEnv& env) const;
 };
 
 }  // namespace aotpipe

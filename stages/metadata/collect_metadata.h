@@ -33,7 +33,7 @@ ViewAndMutationMeta collect_metadata(const Function& fn, const TensorList& examp
                                      const CollectMetadataOptions& options);
 
 // collect_metadata in parts, for a caller that runs the trace itself (the metadata stage, whose
-// trace may go on into the joint, stages/joint/carried_program.h): trace with trace_options(),
+// trace may go on into the joint, JointProgramAnalysis in stages/joint/joint.h): trace with trace_options(),
 // call inspect() once the function has returned (TraceOptions::inspect or plan_backward), then
 // finish() with the trace's result. One collector serves one trace.
 class MetadataCollector {

@@ -1,9 +1,6 @@
 #include <aotpipe/stages/metadata/metadata_stage.h>
 
-#include <aotpipe/stages/dedupe/dedupe.h>
-#include <aotpipe/stages/joint/carried_program.h>
 #include <aotpipe/stages/joint/joint.h>
-#include <aotpipe/stages/synthetic_base/merge_view_inputs.h>
 
 #include <optional>
 #include <string>
@@ -33,28 +30,10 @@ bool decide_needs_autograd(const TensorList& args, const ViewAndMutationMeta& me
 
 namespace {
 
-// The joint stage's trace of this function would repeat the analysis trace up to the forward's
-// returns: prepare_forward clones no input (none that requires grad is data-mutated) and views
-// none (no metadata mutation), no mutation stays in the graph as a copy_, dedupe keeps the
-// arguments (none passed twice), synthetic_base merges nothing, and grad mode is left alone.
-bool program_repeats_analysis(const TensorList& args, const ViewAndMutationMeta& meta, bool needs_autograd) {
-  if (meta.grad_enabled_mutation || !meta.mutated_graph_handled_indices.empty()) return false;
-  for (const InputAliasInfo& in : meta.input_info)
-    if (in.mutates_metadata || in.mutates_storage_metadata || (in.mutates_data && in.requires_grad)) return false;
-  const std::vector<std::size_t> first_occurrence = duplicate_pattern(args);
-  for (std::size_t i = 0; i < args.size(); ++i)
-    if (first_occurrence[i] != i) return false;
-  // Inputs synthetic_base would refuse are its error to report, in its own stage.
-  try {
-    return !merge_view_inputs(args, meta.input_info, /*is_inference=*/!needs_autograd);
-  } catch (const std::exception&) { return false; }
-}
-
 // collect_metadata's trace, carried on into the joint stage's program where the function allows
-// (carried_program.h). Once the function has returned, the analysis decides; when the program
-// repeats it, the forward's returns become prepare_forward's (forward_returns) and a training
-// trace goes on into the backward.
-// Sets `program` when carried.
+// (joint_repeats_analysis_trace). Once the function has returned, the analysis decides; when the
+// program repeats it, the forward's returns become prepare_forward's (forward_returns) and a
+// training trace goes on into the backward. Sets `program` when carried.
 ViewAndMutationMeta trace_analysis_and_program(const Function& fn, const TensorList& args,
                                                const CollectMetadataOptions& options, const std::string& name,
                                                std::optional<TraceResult>& program) {
@@ -74,7 +53,7 @@ ViewAndMutationMeta trace_analysis_and_program(const Function& fn, const TensorL
     if (!collector.finalized()) return std::nullopt;
     const ViewAndMutationMeta& meta = collector.meta();
     const bool needs_autograd = decide_needs_autograd(args, meta);
-    if (needs_autograd != training || !program_repeats_analysis(args, meta, needs_autograd)) return std::nullopt;
+    if (needs_autograd != training || !joint_repeats_analysis_trace(meta)) return std::nullopt;
     carried = true;
     first_user_output = meta.mutated_inp_runtime_indices.size();
     outputs = forward_returns(meta, t.inputs, outputs, training);
@@ -115,31 +94,23 @@ MetadataResult analyze_function(Function fn, TensorList args, const AotConfig& c
     meta.is_train = false;
     meta.finalize();
   }
-  result.function = {std::move(fn), std::move(args), std::move(meta), needs_autograd, nullptr};
-  if (program) {
-    AnalyzedFunction& function = result.function;
-    auto carried = std::make_shared<CarriedProgram>();
-    carried->fn = std::make_shared<const Function>(std::move(function.fn));
-    function.fn = SharedFunction{carried->fn};
-    carried->args = function.args;
-    carried->meta = function.meta;
-    carried->needs_autograd = function.needs_autograd;
-    carried->name = name;
-    carried->allow_cpu_fallback = config.allow_cpu_fallback;
-    JointResult traced = program_of_trace(std::move(*program), function);
-    carried->program = std::move(traced.program);
-    carried->cpu_fallbacks = std::move(traced.cpu_fallbacks);
-    function.carried = std::move(carried);
-  }
+  result.function = {std::move(fn), std::move(args), std::move(meta), needs_autograd};
+  if (program) result.joint_program = program_of_trace(std::move(*program), result.function);
   return result;
 }
 
-Task<void> CollectMetadataStage::run(CompileState& state, const JobEnv&) const {
+Task<PreservedAnalyses> CollectMetadataStage::run(CompileState& state, const JobEnv&) const {
   MetadataResult result =
       analyze_function(std::move(state.function.fn), std::move(state.function.args), state.config, state.name);
   state.function = std::move(result.function);
   merge_cpu_fallbacks(state.cpu_fallbacks, result.cpu_fallbacks);
-  co_return;
+  // Every analysis of the function as it was is stale; the program its trace made is not.
+  PreservedAnalyses preserved = PreservedAnalyses::none();
+  if (result.joint_program) {
+    state.analyses.store<JointProgramAnalysis>(std::move(*result.joint_program));
+    preserved.preserve<JointProgramAnalysis>();
+  }
+  co_return preserved;
 }
 
 }  // namespace aotpipe

@@ -5,8 +5,10 @@
 #include <aotpipe/pipeline/job_env.h>
 #include <aotpipe/pipeline/task.h>
 #include <aotpipe/stages/compile_state.h>
+#include <aotpipe/stages/joint/joint.h>
 #include <aotpipe/stages/metadata/collect_metadata.h>
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -21,17 +23,20 @@ bool decide_needs_autograd(const TensorList& args, const ViewAndMutationMeta& me
 struct MetadataResult {
   AnalyzedFunction function;
   CpuFallbackCounts cpu_fallbacks;  // the ops the analysis trace ran on the CPU fallback
+  // The joint stage's program of `function` (trace_joint_or_inference's result, graphs named
+  // after `name`), when the analysis trace went on into it (joint_repeats_analysis_trace).
+  std::optional<JointResult> joint_program;
 };
 // Reads config.keep_inference_input_mutations and config.allow_cpu_fallback. Where the function
-// allows, its trace goes on into the program the joint stage would trace, graphs named after
-// `name` (AnalyzedFunction::carried, stages/joint/carried_program.h).
+// allows, its trace goes on into the program the joint stage would trace (joint_program).
 MetadataResult analyze_function(Function fn, TensorList args, const AotConfig& config,
                                 const std::string& name = "compile");
 
-// Fills state.function from state.function.fn and .args.
+// Fills state.function from state.function.fn and .args, and caches the joint's program
+// (JointProgramAnalysis) when its trace made it.
 struct CollectMetadataStage {
   std::string_view name() const { return "metadata"; }
-  Task<void> run(CompileState& state, const JobEnv& env) const;
+  Task<PreservedAnalyses> run(CompileState& state, const JobEnv& env) const;
 };
 
 }  // namespace aotpipe

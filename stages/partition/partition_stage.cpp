@@ -15,11 +15,12 @@ std::string PartitionStage::description() const {
   return "partition(" + identity_of(partitioner).value_or("unnamed") + ")";
 }
 
-Task<void> PartitionStage::run(CompileState& state, const JobEnv&) const {
-  if (!state.traced.joint) co_return;  // inference: nothing to split
-  state.partition =
-      partition_joint(*state.traced.joint, partitioner ? partitioner : resolve_defaults(state.config).partition_fn);
-  co_return;
+Task<PreservedAnalyses> PartitionStage::run(CompileState& state, const JobEnv&) const {
+  // The function is left as it is: its analyses stay.
+  if (state.traced.joint)  // inference: nothing to split
+    state.partition =
+        partition_joint(*state.traced.joint, partitioner ? partitioner : resolve_defaults(state.config).partition_fn);
+  co_return PreservedAnalyses::all();
 }
 
 }  // namespace aotpipe

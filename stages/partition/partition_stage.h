@@ -26,7 +26,7 @@ struct PartitionStage {
   // "partition(<its identity or 'unnamed'>)", which no registry parses, so the compile cache
   // bypasses such a pipeline instead of keying it as the plain stage.
   std::string description() const;
-  Task<void> run(CompileState& state, const JobEnv& env) const;
+  Task<PreservedAnalyses> run(CompileState& state, const JobEnv& env) const;
 };
 
 }  // namespace aotpipe

@@ -1,5 +1,8 @@
 #include <aotpipe/stages/synthetic_base/synthetic_base.h>
 
+#include <aotpipe/graph/byte_codec.h>
+#include <aotpipe/stages/common/plan_codec.h>
+
 #include <ATen/ATen.h>
 
 #include <stdexcept>
@@ -51,6 +54,24 @@ RuntimeFn synthetic_base_post_compile(SyntheticBaseInfo info, RuntimeFn compiled
     outs.resize(num_user);
     return outs;
   };
+}
+
+void WrapperTraits<SyntheticBaseInfo>::encode(ByteWriter& out, const SyntheticBaseInfo& info) {
+  out.boolean(info.needed);
+  out.boolean(info.is_inference);
+  out.list(info.outer_input_info, [&](const InputAliasInfo& in) { encode_input_alias_info(out, in); });
+  out.u64s(info.aliased_arg_idx_with_metadata_mutations);
+}
+
+SyntheticBaseInfo WrapperTraits<SyntheticBaseInfo>::decode(ByteReader& in) {
+  SyntheticBaseInfo info;
+  info.needed = in.boolean("synthetic base needed");
+  info.is_inference = in.boolean("synthetic base is_inference");
+  info.outer_input_info = in.list("synthetic base inputs", [&] { return decode_input_alias_info(in); });
+  info.aliased_arg_idx_with_metadata_mutations = in.u64s("synthetic base aliased inputs");
+  for (std::size_t i : info.aliased_arg_idx_with_metadata_mutations)
+    if (i >= info.outer_input_info.size()) ByteReader::fail("synthetic base plan", "an index out of range");
+  return info;
 }
 
 }  // namespace aotpipe

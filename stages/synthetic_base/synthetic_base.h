@@ -9,6 +9,7 @@
 #include <aotpipe/stages/compile_state.h>
 #include <aotpipe/stages/synthetic_base/merge_view_inputs.h>
 
+#include <cstdint>
 #include <string_view>
 
 namespace aotpipe {
@@ -28,6 +29,10 @@ struct WrapperTraits<SyntheticBaseInfo> {
   static RuntimeFn post_compile(SyntheticBaseInfo info, RuntimeFn inner) {
     return synthetic_base_post_compile(std::move(info), std::move(inner));
   }
+  static bool rewrites_function(const SyntheticBaseInfo& info) { return info.needed; }
+  static constexpr std::uint64_t codec_tag = 1;
+  static void encode(ByteWriter& out, const SyntheticBaseInfo& info);
+  static SyntheticBaseInfo decode(ByteReader& in);
 };
 using SyntheticBaseStage = WrapperStage<SyntheticBaseInfo>;
 

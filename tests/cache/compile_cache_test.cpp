@@ -11,7 +11,7 @@
 #include <aotpipe/graph/printer.h>
 #include <aotpipe/driver/aot_function.h>
 #include <aotpipe/driver/aot_module.h>
-#include <aotpipe/cache/byte_codec.h>
+#include <aotpipe/graph/byte_codec.h>
 #include <aotpipe/export/graph_signature.h>
 #include <aotpipe/cache/cache_key.h>
 #include <aotpipe/cache/compile_cache.h>

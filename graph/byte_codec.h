@@ -1,6 +1,7 @@
 #pragma once
 // ByteWriter / ByteReader: the compact binary form of a compiled artifact's header (what a
-// cache hit reads before anything else): LEB128 varints, length-prefixed strings, no field
+// cache hit reads before anything else, cache/artifact_serialization.cpp) and of the records the
+// stages write into it (their runtime plans): LEB128 varints, length-prefixed strings, no field
 // names. Reading CBOR into a DOM cost a cache hit more than everything else put together
 // (docs/benchmarks.md); this costs a few allocations per artifact.
 //
