@@ -52,10 +52,15 @@ class StageRegistry {
   // A stage type built with its default constructor, taking no parameters.
   template <Stage<Context> S>
   StageRegistry& add(std::string name) {
-    return add(name, [name](std::string_view parameters) -> AnyStage<Context> {
+    return add(name, factory_without_parameters<S>(name));
+  }
+  // The factory of such a stage: it rejects any parameter, naming the stage.
+  template <Stage<Context> S>
+  static Factory factory_without_parameters(std::string name) {
+    return [name = std::move(name)](std::string_view parameters) -> AnyStage<Context> {
       detail::check_no_parameters(name, parameters);
       return S{};
-    });
+    };
   }
 
   bool contains(std::string_view name) const { return factories_.find(name) != factories_.end(); }

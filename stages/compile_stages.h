@@ -9,7 +9,9 @@
 // add_compile_stages().
 #include <aotpipe/pipeline/pipeline.h>
 #include <aotpipe/pipeline/stage_registry.h>
+#include <aotpipe/stages/common/stage_entry.h>
 #include <aotpipe/stages/compile_state.h>
+#include <aotpipe/stages/partition/partition_stage.h>  // partitioner_named
 
 #include <string>
 #include <string_view>
@@ -17,15 +19,8 @@
 
 namespace aotpipe {
 
-// One compile stage: its name in pipeline text, what it does, and how to make it.
-struct CompileStageEntry {
-  std::string_view name;
-  std::string_view summary;    // one line: the CLI's help, the docs' stage table
-  std::string_view parameter;  // what its optional parameter may be; empty: it takes none
-  StageRegistry<CompileState>::Factory make;
-};
-
-// The compile stages in the order of the default pipeline. The one list of them: the default
+// The compile stages in the order of the default pipeline, each stage's entry (stage_entry.h)
+// as the stage declares it beside itself. The one list of them: the default
 // pipeline, the registry, `aotpipe compile --help` and `--list-stages`, and the stage table of
 // docs/cli.md (checked by the cli_stages_in_docs test) all derive from it.
 const std::vector<CompileStageEntry>& compile_stages();
@@ -40,9 +35,5 @@ Pipeline<CompileState> default_compile_pipeline();
 
 // A registry holding exactly those (and the built-in `group`).
 const StageRegistry<CompileState>& compile_stage_registry();
-
-// A partitioner by its pipeline-text name: "min_cut" or "default". Throws std::invalid_argument
-// naming the accepted ones.
-Partitioner partitioner_named(std::string_view name);
 
 }  // namespace aotpipe

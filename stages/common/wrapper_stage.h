@@ -7,6 +7,7 @@
 // form, its runtime wrapper and its place in RuntimePlan from them.
 #include <aotpipe/pipeline/job_env.h>
 #include <aotpipe/pipeline/task.h>
+#include <aotpipe/stages/common/stage_entry.h>
 #include <aotpipe/stages/compile_state.h>
 
 #include <concepts>
@@ -28,6 +29,7 @@ struct PreCompiled {
 
 // Specialized beside each plan type:
 //   static constexpr std::string_view name;                      // the stage's pipeline name
+//   static constexpr std::string_view summary;                   // one line: what it does
 //   static PreCompiled<Plan> pre_compile(AnalyzedFunction);      // the stage's work
 //   static RuntimeFn post_compile(Plan, RuntimeFn inner);        // inner convention -> outer
 //   static bool rewrites_function(const Plan&);                  // false: the function passed on
@@ -43,6 +45,7 @@ struct WrapperTraits;
 template <class Plan>
 concept WrapperPlan = requires(AnalyzedFunction function, Plan plan, RuntimeFn inner, ByteWriter& out, ByteReader& in) {
   { WrapperTraits<Plan>::name } -> std::convertible_to<std::string_view>;
+  { WrapperTraits<Plan>::summary } -> std::convertible_to<std::string_view>;
   { WrapperTraits<Plan>::pre_compile(std::move(function)) } -> std::same_as<PreCompiled<Plan>>;
   { WrapperTraits<Plan>::post_compile(std::move(plan), std::move(inner)) } -> std::same_as<RuntimeFn>;
   { WrapperTraits<Plan>::rewrites_function(plan) } -> std::same_as<bool>;
@@ -55,6 +58,9 @@ concept WrapperPlan = requires(AnalyzedFunction function, Plan plan, RuntimeFn i
 // analyses of the function are preserved when the plan left it as it was.
 template <WrapperPlan Plan>
 struct WrapperStage {
+  static CompileStageEntry entry() {
+    return entry_without_parameters<WrapperStage>(WrapperTraits<Plan>::name, WrapperTraits<Plan>::summary);
+  }
   std::string_view name() const { return WrapperTraits<Plan>::name; }
   Task<PreservedAnalyses> run(CompileState& state, const JobEnv&) const {
     PreCompiled<Plan> result = WrapperTraits<Plan>::pre_compile(std::move(state.function));

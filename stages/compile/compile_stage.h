@@ -4,6 +4,7 @@
 #include <aotpipe/pipeline/job_env.h>
 #include <aotpipe/pipeline/scheduler.h>
 #include <aotpipe/pipeline/task.h>
+#include <aotpipe/stages/common/stage_entry.h>
 #include <aotpipe/stages/compile_state.h>
 
 #include <string_view>
@@ -18,6 +19,9 @@ Task<CompiledGraphs> compile_graphs(const TracedProgram& program, const Partitio
 
 // Fills state.compiled from state.traced and state.partition.
 struct CompileGraphsStage {
+  static CompileStageEntry entry() {
+    return entry_without_parameters<CompileGraphsStage>("compile", "hand the graphs to the backend compilers");
+  }
   std::string_view name() const { return "compile"; }
   Task<PreservedAnalyses> run(CompileState& state, const JobEnv& env) const;
 };

@@ -35,6 +35,7 @@ RuntimeFn dedupe_post_compile(DedupeInfo info, RuntimeFn compiled);
 template <>
 struct WrapperTraits<DedupeInfo> {
   static constexpr std::string_view name = "dedupe";
+  static constexpr std::string_view summary = "drop inputs passed twice (the runtime passes one of them)";
   static DedupeResult pre_compile(AnalyzedFunction function) { return dedupe_pre_compile(std::move(function)); }
   static RuntimeFn post_compile(DedupeInfo info, RuntimeFn inner) {
     return dedupe_post_compile(std::move(info), std::move(inner));

@@ -5,6 +5,7 @@
 // See docs/stages/joint.md.
 #include <aotpipe/pipeline/job_env.h>
 #include <aotpipe/pipeline/task.h>
+#include <aotpipe/stages/common/stage_entry.h>
 #include <aotpipe/stages/compile_state.h>
 
 #include <string>
@@ -60,6 +61,10 @@ struct JointProgramAnalysis {
 };
 
 struct JointStage {
+  static CompileStageEntry entry() {
+    return entry_without_parameters<JointStage>(
+        "joint", "trace the functional joint forward+backward graph (inference: the forward graph)");
+  }
   std::string_view name() const { return "joint"; }
   Task<PreservedAnalyses> run(CompileState& state, const JobEnv& env) const;
 };

@@ -4,6 +4,7 @@
 // AnalyzedFunction.
 #include <aotpipe/pipeline/job_env.h>
 #include <aotpipe/pipeline/task.h>
+#include <aotpipe/stages/common/stage_entry.h>
 #include <aotpipe/stages/compile_state.h>
 #include <aotpipe/stages/joint/joint.h>
 #include <aotpipe/stages/metadata/collect_metadata.h>
@@ -35,6 +36,10 @@ MetadataResult analyze_function(Function fn, TensorList args, const AotConfig& c
 // Fills state.function from state.function.fn and .args, and caches the joint's program
 // (JointProgramAnalysis) when its trace made it.
 struct CollectMetadataStage {
+  static CompileStageEntry entry() {
+    return entry_without_parameters<CollectMetadataStage>(
+        "metadata", "trace the function on fake tensors: view and mutation metadata of inputs and outputs");
+  }
   std::string_view name() const { return "metadata"; }
   Task<PreservedAnalyses> run(CompileState& state, const JobEnv& env) const;
 };

@@ -1,7 +1,28 @@
-#include <aotpipe/pipeline/identified.h>
 #include <aotpipe/stages/partition/partition_stage.h>
 
+#include <aotpipe/pipeline/identified.h>
+#include <aotpipe/stages/partition/default_partition.h>
+#include <aotpipe/stages/partition/min_cut_partition.h>
+
+#include <fmt/format.h>
+
+#include <stdexcept>
+
 namespace aotpipe {
+
+Partitioner partitioner_named(std::string_view name) {
+  if (name == "min_cut") return partitioners::min_cut_rematerialization_partition();
+  if (name == "default") return partitioners::default_partition();
+  throw std::invalid_argument(fmt::format("unknown partitioner '{}' (expected min_cut or default)", name));
+}
+
+CompileStageEntry PartitionStage::entry() {
+  return {"partition", "split the joint graph into forward and backward", "min_cut or default",
+          [](std::string_view parameters) -> AnyStage<CompileState> {
+            if (parameters.empty()) return PartitionStage{};
+            return PartitionStage{partitioner_named(parameters), std::string(parameters)};
+          }};
+}
 
 std::shared_ptr<const PartitionResult> partition_joint(const JointGraph& joint, const Partitioner& partitioner) {
   auto result = std::make_shared<PartitionResult>(partitioner(joint));

@@ -23,6 +23,7 @@ RuntimeFn synthetic_base_post_compile(SyntheticBaseInfo info, RuntimeFn compiled
 template <>
 struct WrapperTraits<SyntheticBaseInfo> {
   static constexpr std::string_view name = "synthetic_base";
+  static constexpr std::string_view summary = "merge aliased inputs of which one is mutated into one synthetic base";
   static SyntheticBaseResult pre_compile(AnalyzedFunction function) {
     return synthetic_base_pre_compile(std::move(function));
   }

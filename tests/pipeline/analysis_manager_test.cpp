@@ -142,7 +142,8 @@ TEST(PipelineAnalyses, EachStagesReportIsAppliedAfterIt) {
   {
     Program program("abc");
     Pipeline<Program> pipeline;
-    pipeline.add(Measure{}).add(FunctionStage<Program>("lambda", [](Program&, const JobEnv&) -> Task<void> { co_return; }));
+    pipeline.add(Measure{}).add(
+        FunctionStage<Program>("lambda", [](Program&, const JobEnv&) -> Task<void> { co_return; }));
     EXPECT_TRUE(cached_after(pipeline, program).empty());
   }
 }
