@@ -7,6 +7,7 @@
 // (parameters, buffers, lifted constants) and its sample inputs. It can be run eagerly, and
 // compiled with compile_exported_program (compiled_exported_program.h), with no Python anywhere.
 #include <aotpipe/graph/graph.h>
+#include <aotpipe/graph/named_tensor.h>
 #include <aotpipe/export/graph_signature.h>
 #include <aotpipe/stages/compile_state.h>
 
@@ -35,12 +36,6 @@ struct SymbolicDim {
   int64_t min = 0;
   int64_t max = 0;
   bool operator==(const SymbolicDim&) const = default;
-};
-
-// A parameter, buffer or lifted constant by its fully qualified name ("layer1.bn1.running_mean").
-struct NamedTensor {
-  std::string name;
-  at::Tensor tensor;
 };
 
 struct LoadExportedProgramOptions {

@@ -56,49 +56,9 @@ std::vector<Case> cases_with_aten_reference() {
   return cases;
 }
 
-void expect_close(const at::Tensor& actual, const at::Tensor& expected, const std::string& what) {
-  ASSERT_TRUE(actual.defined()) << what << " is undefined";
-  ASSERT_EQ(actual.sizes(), expected.sizes()) << what;
-  ASSERT_EQ(actual.scalar_type(), expected.scalar_type()) << what;
-  EXPECT_TRUE(at::allclose(actual.detach().cpu(), expected, 1e-4, 1e-5))
-      << what << ": max abs difference "
-      << (actual.detach().cpu().to(at::kDouble) - expected.to(at::kDouble)).abs().max().item<double>();
-}
-
-// Runs one step of `call` (the program eager, or compiled) as export_models.py ran the module,
-// and checks outputs, gradients and buffers.
 void check_step(const ExportedProgram& program, const std::function<TensorList(const TensorList&)>& call,
                 const EagerStep& expected, const std::string& label) {
-  TensorList outputs;
-  {
-    std::optional<torch::NoGradGuard> no_grad;
-    if (!expected.training) no_grad.emplace();
-    outputs = call(expected.inputs);
-  }
-  ASSERT_EQ(outputs.size(), expected.outputs.size()) << label;
-  for (std::size_t i = 0; i < outputs.size(); ++i)
-    expect_close(outputs[i], expected.outputs[i], label + ": output " + std::to_string(i));
-  if (expected.training) {
-    torch::autograd::backward(outputs, expected.grad_outputs);
-    for (const NamedTensor& p : program.parameters()) {
-      auto it = expected.grads.find(p.name);
-      if (it == expected.grads.end()) {
-        EXPECT_FALSE(p.tensor.grad().defined()) << label << ": " << p.name << " has a gradient eager has not";
-        continue;
-      }
-      expect_close(p.tensor.grad(), it->second, label + ": grad of " + p.name);
-    }
-    EXPECT_EQ(expected.grads.size(), [&] {
-      std::size_t n = 0;
-      for (const NamedTensor& p : program.parameters()) n += p.tensor.grad().defined();
-      return n;
-    }()) << label;
-  }
-  for (const NamedTensor& b : program.buffers()) {
-    auto it = expected.buffers.find(b.name);
-    ASSERT_NE(it, expected.buffers.end()) << label << ": eager has no buffer " << b.name;
-    expect_close(b.tensor, it->second, label + ": buffer " + b.name + " after the step");
-  }
+  testing::check_eager_step(program.parameters(), program.buffers(), call, expected, label);
 }
 
 class ExportedProgramTest : public ::testing::TestWithParam<Case> {};

@@ -1,13 +1,61 @@
 #include "pt2_test_support.h"
 
+#include <gtest/gtest.h>
+#include <torch/autograd.h>
+#include <torch/torch.h>
 #include <caffe2/serialize/inline_container.h>
 #include <torch/csrc/jit/serialization/pickle.h>
 
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <stdexcept>
 
 namespace aotpipe::testing {
+
+void expect_close(const at::Tensor& actual, const at::Tensor& expected, const std::string& what) {
+  ASSERT_TRUE(actual.defined()) << what << " is undefined";
+  ASSERT_EQ(actual.sizes(), expected.sizes()) << what;
+  ASSERT_EQ(actual.scalar_type(), expected.scalar_type()) << what;
+  EXPECT_TRUE(at::allclose(actual.detach().cpu(), expected, 1e-4, 1e-5))
+      << what << ": max abs difference "
+      << (actual.detach().cpu().to(at::kDouble) - expected.to(at::kDouble)).abs().max().item<double>();
+}
+
+void check_eager_step(const std::vector<NamedTensor>& parameters, const std::vector<NamedTensor>& buffers,
+                      const std::function<std::vector<at::Tensor>(const std::vector<at::Tensor>&)>& call,
+                      const EagerStep& expected, const std::string& label) {
+  std::vector<at::Tensor> outputs;
+  {
+    std::optional<torch::NoGradGuard> no_grad;
+    if (!expected.training) no_grad.emplace();
+    outputs = call(expected.inputs);
+  }
+  ASSERT_EQ(outputs.size(), expected.outputs.size()) << label;
+  for (std::size_t i = 0; i < outputs.size(); ++i)
+    expect_close(outputs[i], expected.outputs[i], label + ": output " + std::to_string(i));
+  if (expected.training) {
+    torch::autograd::backward(outputs, expected.grad_outputs);
+    for (const NamedTensor& p : parameters) {
+      auto it = expected.grads.find(p.name);
+      if (it == expected.grads.end()) {
+        EXPECT_FALSE(p.tensor.grad().defined()) << label << ": " << p.name << " has a gradient eager has not";
+        continue;
+      }
+      expect_close(p.tensor.grad(), it->second, label + ": grad of " + p.name);
+    }
+    EXPECT_EQ(expected.grads.size(), [&] {
+      std::size_t n = 0;
+      for (const NamedTensor& p : parameters) n += p.tensor.grad().defined();
+      return n;
+    }()) << label;
+  }
+  for (const NamedTensor& b : buffers) {
+    auto it = expected.buffers.find(b.name);
+    ASSERT_NE(it, expected.buffers.end()) << label << ": eager has no buffer " << b.name;
+    expect_close(b.tensor, it->second, label + ": buffer " + b.name + " after the step");
+  }
+}
 
 std::filesystem::path pt2_dir() { return AOTPIPE_PT2_DIR; }
 

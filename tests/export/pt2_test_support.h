@@ -2,6 +2,8 @@
 // Shared by the .pt2 tests: the example archives of examples/pt2/, what eager PyTorch computed for
 // them (<name>.expected.pt, written by examples/pt2/export_models.py), and a way to write a
 // modified copy of an archive (for the bad-input tests).
+#include <aotpipe/graph/named_tensor.h>
+
 #include <ATen/core/Dict.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/core/ivalue.h>
@@ -27,6 +29,15 @@ struct EagerStep {
   bool training = false;
 };
 EagerStep load_eager_step(const std::string& model);
+
+// `actual` equals `expected` to fp32's error (rtol 1e-4, atol 1e-5); a gtest failure naming `what`.
+void expect_close(const at::Tensor& actual, const at::Tensor& expected, const std::string& what);
+// Runs one step of `call` (a program eager, compiled or packaged) as export_models.py ran the
+// module (under no_grad for an inference step; backward with its grad_outputs), and checks the
+// outputs, the gradients of `parameters` and `buffers` after it against `expected`.
+void check_eager_step(const std::vector<NamedTensor>& parameters, const std::vector<NamedTensor>& buffers,
+                      const std::function<std::vector<at::Tensor>(const std::vector<at::Tensor>&)>& call,
+                      const EagerStep& expected, const std::string& label);
 
 // A file torch.save wrote (a dict of tensors, lists and dicts of tensors, numbers, strings).
 c10::Dict<c10::IValue, c10::IValue> load_saved_dict(const std::filesystem::path& path);

@@ -21,6 +21,7 @@
 #include "aotpipe/graph_files.h"
 #include "aotpipe/load_graph.h"
 #include "aotpipe/mpi_batch.h"
+#include "aotpipe/packages.h"
 #include "aotpipe/progress.h"
 #include "aotpipe/random_inputs.h"
 #include "aotpipe/shards.h"
@@ -77,9 +78,11 @@ struct CompileOptions {
   uint64_t seed = 0;
   std::string device;  // empty: as the graph files say
   bool no_cpu_fallback = false;
-  std::string shard;      // "K/N": compile only that shard of the batch
-  std::string manifest;   // where the shard's manifest goes (default: <out>/shards/shard-K-of-N.json)
-  std::string cache_dir;  // empty: CompileCache::default_directory()
+  std::string package;             // write the one .pt2 input's compiles into this package
+  std::vector<std::string> sizes;  // --package: the user input sizes to compile for
+  std::string shard;               // "K/N": compile only that shard of the batch
+  std::string manifest;            // where the shard's manifest goes (default: <out>/shards/shard-K-of-N.json)
+  std::string cache_dir;           // empty: CompileCache::default_directory()
   bool no_cache = false;
   std::string remote_cache;  // redis://HOST:PORT: the cache's shared level
 };
@@ -550,7 +553,28 @@ Command add_compile_command(CLI::App& parent) {
   app->add_flag("--no-cpu-fallback", options->no_cpu_fallback,
                 "Make every compile truly fake: an op with no Meta kernel fails its graph (naming the op) instead "
                 "of running its CPU kernel on zero-filled tensors");
-  return {app, [options] { return run_compile(*options); }};
+  app->add_option("--package", options->package,
+                  "Compile the one .pt2 input into this package (.aotpkg): training and inference compiles per "
+                  "--sizes, the program's state stored once; aotpipe::load_package runs it with no compiler "
+                  "(docs/packages.md)");
+  app->add_option("--sizes", options->sizes,
+                  "With --package: user input sizes to compile for, one set per use (8x256,8x256); default: the "
+                  "archive's sample inputs'");
+  return {app, [options] {
+            if (options->package.empty()) {
+              if (!options->sizes.empty()) throw CLI::ValidationError("--sizes", "only goes with --package");
+              return run_compile(*options);
+            }
+            if (options->inputs.size() != 1 || !options->inputs[0].ends_with(kExportExtension))
+              throw CLI::ValidationError("--package", "takes exactly one torch.export archive (.pt2) as input");
+            for (const std::string& text : options->sizes) {
+              try {
+                (void)parse_sizes(text);
+              } catch (const std::invalid_argument& e) { throw CLI::ValidationError("--sizes", e.what()); }
+            }
+            return write_package_command({options->inputs[0], options->package, options->device, options->sizes,
+                                          options->backend, options->partitioner, options->no_cpu_fallback});
+          }};
 }
 
 }  // namespace aotpipe::cli

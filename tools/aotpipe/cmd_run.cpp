@@ -1,5 +1,8 @@
 // aotpipe run INPUT... [--seed N] [--check-meta]
 //
+// A package (.aotpkg) is loaded (aotpipe::load_package) and each of its compiles called once on
+// random inputs of its sizes, a training compile forward and backward; its line gives the time
+// of those calls.
 // For every graph file (a directory stands for its *.aotg files, sorted, recursively): parse,
 // verify, bind random tensors to its constants, run it in the Interpreter on random inputs
 // made from the inputs' TensorMeta, and print one line. A file that fails at any step is
@@ -8,6 +11,7 @@
 #include "aotpipe/commands.h"
 #include "aotpipe/graph_files.h"
 #include "aotpipe/load_graph.h"
+#include "aotpipe/packages.h"
 #include "aotpipe/random_inputs.h"
 
 #include <aotpipe/graph/interpreter.h>
@@ -70,6 +74,16 @@ RunResult run_file(const GraphFile& file, const RunOptions& options) {
     return r;
   }
   spdlog::info("reading {}", r.file);
+  if (file.path.extension() == kPackageExtension) {
+    r.name = file.path.stem().string();
+    try {
+      const PackageRun run = run_package(file.path, options.seed);
+      r.num_inputs = run.num_inputs;
+      r.num_outputs = run.num_outputs;
+      r.ms = run.ms;
+    } catch (const std::exception& e) { r.failure = Failure{FailureStage::Run, strip_backtrace(e.what()), {}}; }
+    return r;
+  }
   LoadedGraph loaded = load_graph(file.path);
   if (loaded.failure) {
     r.failure = std::move(loaded.failure);
@@ -131,7 +145,9 @@ void print_summary(const std::vector<RunResult>& results) {
 Command add_run_command(CLI::App& parent) {
   auto options = std::make_shared<RunOptions>();
   CLI::App* app = parent.add_subcommand("run", "Run graph files on random inputs in the interpreter and report each");
-  app->add_option("inputs", options->inputs, "Graph files, or directories searched recursively for *.aotg")->required();
+  app->add_option("inputs", options->inputs,
+                  "Graph files or packages (.aotpkg), or directories searched recursively for *.aotg")
+      ->required();
   app->add_option("--seed", options->seed, "Seed of the random inputs and constants")->capture_default_str();
   app->add_flag("--check-meta", options->check_meta,
                 "Check every value the interpreter produces against its declared TensorMeta (sizes, strides, dtype)");

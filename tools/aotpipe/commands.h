@@ -23,5 +23,7 @@ Command add_compile_command(CLI::App& parent);
 Command add_gather_command(CLI::App& parent);
 // aotpipe cache stats|clear|explain INPUT...: the compile cache.
 Command add_cache_command(CLI::App& parent);
+// aotpipe package info FILE...: what packages (.aotpkg) hold, checked.
+Command add_package_command(CLI::App& parent);
 
 }  // namespace aotpipe::cli

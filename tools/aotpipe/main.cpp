@@ -48,7 +48,7 @@ int main(int argc, char** argv) {
   std::vector<aotpipe::cli::Command> commands{
       aotpipe::cli::add_show_command(app),    aotpipe::cli::add_run_command(app),
       aotpipe::cli::add_compile_command(app), aotpipe::cli::add_gather_command(app),
-      aotpipe::cli::add_cache_command(app),
+      aotpipe::cli::add_cache_command(app),   aotpipe::cli::add_package_command(app),
   };
 
   try {

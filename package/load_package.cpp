@@ -1,0 +1,244 @@
+#include <aotpipe/package/load_package.h>
+#include <aotpipe/package/package_format.h>
+#include <aotpipe/package/package_versions.h>
+#include <aotpipe/backend/backends.h>
+#include <aotpipe/cache/artifact_serialization.h>
+#include <aotpipe/runtime/post_compile.h>
+#ifdef AOTPIPE_HAVE_CUDA_GRAPHS
+#include <aotpipe/cuda/cuda_graphs.h>
+#endif
+
+#include <ATen/core/grad_mode.h>
+#include <ATen/ops/from_blob.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <mutex>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace aotpipe {
+
+namespace {
+
+std::string describe(const TensorMeta& meta) {
+  return fmt::format("{}{} on {}", dtype_short_name(meta.dtype), meta.sizes.vec(), meta.device.str());
+}
+
+// Strides of size-0 and size-1 dimensions do not change what a kernel reads.
+bool same_layout(const TensorMeta& compiled, const at::Tensor& t) {
+  if (t.scalar_type() != compiled.dtype || t.device() != compiled.device) return false;
+  if (!std::equal(compiled.sizes.begin(), compiled.sizes.end(), t.sizes().begin(), t.sizes().end())) return false;
+  for (std::size_t d = 0; d < compiled.sizes.size(); ++d)
+    if (compiled.sizes[d] > 1 && compiled.strides[d] != t.stride(static_cast<int64_t>(d))) return false;
+  return true;
+}
+
+Compiler backend_named(const PackageManifest& m, const std::filesystem::path& path) {
+  if (m.backend == "interpreter") return backends::interpreter();
+#ifdef AOTPIPE_HAVE_CUDA_GRAPHS
+  if (m.backend == "cuda_graphs") return backends::cuda_graphs();
+#endif
+  throw PackageError(fmt::format("package '{}': compiled for the backend '{}', which this build of aotpipe lacks",
+                                 path.string(), m.backend));
+}
+
+// One compile of the package: decoded and backend-compiled on its first call.
+struct Entry {
+  std::size_t index = 0;
+  mutable std::mutex mutex;
+  mutable RuntimeFn runtime;
+};
+
+}  // namespace
+
+struct PackagedProgram::Impl {
+  PackageFile file;
+  c10::Device device = c10::Device(c10::kCPU);
+  Compiler backend;
+  std::vector<NamedTensor> parameters, buffers, constants;
+  TensorList lifted;  // graph input order
+  std::vector<std::unique_ptr<Entry>> entries;
+
+  const PackageManifest& manifest() const { return file.manifest(); }
+
+  const RuntimeFn& runtime_of(const Entry& entry) const {
+    std::lock_guard lock(entry.mutex);
+    if (entry.runtime) return entry.runtime;
+    const PackageCompile& compile = manifest().compiles[entry.index];
+    const std::string what = fmt::format("compile {} (its artifact)", entry.index);
+    const std::string_view bytes = file.checked(compile.artifact, what);
+    std::shared_ptr<const CompiledArtifact> artifact;
+    try {
+      artifact = std::make_shared<const CompiledArtifact>(
+          deserialize_artifact(file.owner(), bytes, fmt::format("package '{}' {}", file.path().string(), what)));
+    } catch (const ArtifactFormatError& e) {
+      throw PackageError(fmt::format("package '{}': {} is malformed: {}", file.path().string(), what, e.what()));
+    }
+    if (artifact->training != compile.training)
+      throw PackageError(fmt::format("package '{}': {} disagrees with the manifest about having a backward",
+                                     file.path().string(), what));
+    AotConfig config;
+    config.fw_compiler = backend;
+    entry.runtime = post_compile(artifact, compile_on_first_call(artifact, config));
+    return entry.runtime;
+  }
+
+  bool matches(const PackageCompile& c, const TensorList& user_inputs) const {
+    for (std::size_t i = 0; i < user_inputs.size(); ++i)
+      if (!user_inputs[i].defined() || !same_layout(c.user_inputs[i], user_inputs[i])) return false;
+    return true;
+  }
+
+  // The compile a call with `flat` arguments runs, as CompiledExportedProgram picks one: the
+  // training compile under grad mode when something requires grad, the inference one otherwise.
+  const Entry& select(const TensorList& flat, const TensorList& user_inputs) const {
+    const bool grad_mode = at::GradMode::is_enabled();
+    std::vector<bool> requires_grad(flat.size());
+    for (std::size_t i = 0; i < flat.size(); ++i) requires_grad[i] = flat[i].defined() && flat[i].requires_grad();
+    const bool needs_autograd = grad_mode && std::find(requires_grad.begin(), requires_grad.end(), true) != requires_grad.end();
+    for (const auto& entry : entries) {
+      const PackageCompile& c = manifest().compiles[entry->index];
+      if (c.grad_mode == grad_mode && c.requires_grad == requires_grad && matches(c, user_inputs)) return *entry;
+    }
+    // No autograd needed: any inference compile of these sizes serves (frozen parameters).
+    if (!needs_autograd)
+      for (const auto& entry : entries) {
+        const PackageCompile& c = manifest().compiles[entry->index];
+        if (!c.training && matches(c, user_inputs)) return *entry;
+      }
+    throw no_compile(grad_mode, requires_grad, user_inputs);
+  }
+
+  PackageError no_compile(bool grad_mode, const std::vector<bool>& requires_grad, const TensorList& user_inputs) const {
+    const PackageManifest& m = manifest();
+    std::string call;
+    for (std::size_t i = 0; i < user_inputs.size(); ++i)
+      call += fmt::format("{}input {}: {}{}", i ? ", " : "", i,
+                          user_inputs[i].defined() ? describe(TensorMeta::of(user_inputs[i])) : "undefined",
+                          requires_grad[m.state.size() + i] ? " requiring grad" : "");
+    std::string have;
+    for (std::size_t k = 0; k < m.compiles.size(); ++k) {
+      const PackageCompile& c = m.compiles[k];
+      std::vector<std::string> inputs;
+      for (const TensorMeta& meta : c.user_inputs) inputs.push_back(describe(meta));
+      have += fmt::format("\n  {} (grad mode {}): {}", c.training ? "training" : "inference", c.grad_mode ? "on" : "off",
+                          fmt::join(inputs, ", "));
+    }
+    // Name the first input no compile of this mode has.
+    std::string which;
+    for (std::size_t i = 0; i < user_inputs.size() && which.empty(); ++i) {
+      bool any = false;
+      for (const PackageCompile& c : m.compiles)
+        any |= c.grad_mode == grad_mode && user_inputs[i].defined() && same_layout(c.user_inputs[i], user_inputs[i]);
+      if (!any) which = fmt::format(" (input {} matches none)", i);
+    }
+    return PackageError(fmt::format("package '{}' ({}): no compile for this call with grad mode {}: {}{}; it has:{}",
+                                    m.name, file.path().string(), grad_mode ? "on" : "off", call, which, have));
+  }
+};
+
+namespace {
+
+void check_versions(const PackageManifest& m, const std::filesystem::path& path, c10::Device device) {
+  auto fail = [&](const std::string& what) { return PackageError(fmt::format("package '{}': {}", path.string(), what)); };
+  if (m.torch_version != package_versions::torch())
+    throw fail(fmt::format("built with torch {}, this process has torch {}: compile the package again with this torch",
+                           m.torch_version, package_versions::torch()));
+  if (m.artifact_schema != package_versions::artifact_schema())
+    throw fail(fmt::format("its artifacts have schema version {}, this build of aotpipe reads {}: compile it again",
+                           m.artifact_schema, package_versions::artifact_schema()));
+  if (device.is_cuda() && m.cuda_arch) {
+    const std::optional<std::string> here = package_versions::cuda_arch(device);
+    if (here && *here != *m.cuda_arch)
+      throw fail(fmt::format("built for CUDA architecture {}, {} is {}: compile it again on this GPU", *m.cuda_arch,
+                             device.str(), *here));
+  }
+}
+
+}  // namespace
+
+PackagedProgram load_package(const std::filesystem::path& path, LoadPackageOptions options) {
+  auto impl = std::make_shared<PackagedProgram::Impl>();
+  impl->file = open_package_file(path);
+  const PackageManifest& m = impl->file.manifest();
+  const c10::Device device = options.device.value_or(m.device);
+  if (device != m.device)
+    throw PackageError(fmt::format("package '{}' was compiled for {}; it cannot run on {} (compile it again with "
+                                   "--device {})",
+                                   path.string(), m.device.str(), device.str(), device.str()));
+  if (device.is_cuda() && !package_versions::has_device(device))
+    throw PackageError(fmt::format("package '{}' runs on {}, which this process does not have", path.string(),
+                                   device.str()));
+  check_versions(m, path, device);
+  impl->device = device;
+  impl->backend = backend_named(m, path);
+
+  // The state: views of the mapped file (CPU) or copies on the device; one tensor per stored
+  // tensor, so tied names stay one leaf.
+  TensorList stored(m.tensors.size());
+  std::vector<bool> grad_set(m.tensors.size(), false);
+  for (std::size_t i = 0; i < m.tensors.size(); ++i) {
+    const PackageTensor& t = m.tensors[i];
+    void* data = impl->file.address(t.blob);
+    if (options.verify) impl->file.checked(t.blob, fmt::format("stored tensor {}", i));
+    std::shared_ptr<void> owner = impl->file.owner();
+    at::Tensor view = at::from_blob(
+        data, t.meta.sizes, t.meta.strides, [owner](void*) mutable { owner.reset(); },
+        at::TensorOptions().dtype(t.meta.dtype).device(c10::kCPU));
+    stored[i] = device.is_cpu() ? view : view.to(device);
+  }
+  for (const PackageStateEntry& s : m.state) {
+    at::Tensor& t = stored[s.tensor];
+    if (s.kind == PackageStateEntry::Kind::Parameter && s.requires_grad && !grad_set[s.tensor]) {
+      t.requires_grad_(true);
+      grad_set[s.tensor] = true;
+    }
+    impl->lifted.push_back(t);
+    NamedTensor named{s.name, t};
+    switch (s.kind) {
+      case PackageStateEntry::Kind::Parameter: impl->parameters.push_back(std::move(named)); break;
+      case PackageStateEntry::Kind::Buffer: impl->buffers.push_back(std::move(named)); break;
+      case PackageStateEntry::Kind::Constant: impl->constants.push_back(std::move(named)); break;
+    }
+  }
+  for (std::size_t k = 0; k < m.compiles.size(); ++k) {
+    if (options.verify) impl->file.checked(m.compiles[k].artifact, fmt::format("compile {} (its artifact)", k));
+    auto entry = std::make_unique<Entry>();
+    entry->index = k;
+    impl->entries.push_back(std::move(entry));
+  }
+  PackagedProgram program;
+  program.impl_ = std::move(impl);
+  return program;
+}
+
+TensorList PackagedProgram::operator()(const TensorList& user_inputs) const {
+  const Impl& impl = *impl_;
+  if (user_inputs.size() != impl.manifest().num_user_inputs)
+    throw PackageError(fmt::format("package '{}': called with {} inputs, the program takes {}", impl.manifest().name,
+                                   user_inputs.size(), impl.manifest().num_user_inputs));
+  TensorList flat = impl.lifted;
+  flat.insert(flat.end(), user_inputs.begin(), user_inputs.end());
+  const Entry& entry = impl.select(flat, user_inputs);
+  return impl.runtime_of(entry)(std::move(flat));
+}
+
+const std::string& PackagedProgram::name() const { return impl_->manifest().name; }
+c10::Device PackagedProgram::device() const { return impl_->device; }
+std::size_t PackagedProgram::num_user_inputs() const { return impl_->manifest().num_user_inputs; }
+const std::vector<NamedTensor>& PackagedProgram::parameters() const { return impl_->parameters; }
+const std::vector<NamedTensor>& PackagedProgram::buffers() const { return impl_->buffers; }
+const std::vector<NamedTensor>& PackagedProgram::constants() const { return impl_->constants; }
+const PackageManifest& PackagedProgram::manifest() const { return impl_->manifest(); }
+
+TensorList PackagedProgram::parameter_tensors() const {
+  TensorList unique;
+  std::unordered_set<const c10::TensorImpl*> seen;
+  for (const NamedTensor& p : impl_->parameters)
+    if (seen.insert(p.tensor.unsafeGetTensorImpl()).second) unique.push_back(p.tensor);
+  return unique;
+}
+
+}  // namespace aotpipe

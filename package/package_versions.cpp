@@ -1,0 +1,44 @@
+#include <aotpipe/package/package_versions.h>
+#include <aotpipe/cache/artifact_serialization.h>
+#include <aotpipe/cache/cache_key.h>
+
+#include <ATen/Context.h>
+#include <torch/version.h>
+#ifdef AOTPIPE_HAVE_CUDA
+#include <ATen/cuda/CUDAContext.h>
+#endif
+
+#include <fmt/format.h>
+
+namespace aotpipe::package_versions {
+
+std::string aotpipe() {
+  const std::string_view build = aotpipe_build_id();
+  return std::string(build.substr(0, build.find('+')));
+}
+std::string aotpipe_build() { return std::string(aotpipe_build_id()); }
+std::string torch() { return TORCH_VERSION; }
+int artifact_schema() { return artifact_schema_version(); }
+
+bool has_device(c10::Device device) {
+  if (device.is_cpu()) return true;
+  if (!device.is_cuda() || !at::globalContext().hasCUDA()) return false;
+#ifdef AOTPIPE_HAVE_CUDA
+  return (device.has_index() ? device.index() : 0) < at::cuda::device_count();
+#else
+  return true;
+#endif
+}
+
+std::optional<std::string> cuda_arch(c10::Device device) {
+#ifdef AOTPIPE_HAVE_CUDA
+  if (device.is_cuda() && has_device(device)) {
+    const cudaDeviceProp* props = at::cuda::getDeviceProperties(device.has_index() ? device.index() : 0);
+    return fmt::format("sm_{}{}", props->major, props->minor);
+  }
+#endif
+  (void)device;
+  return std::nullopt;
+}
+
+}  // namespace aotpipe::package_versions
