@@ -20,12 +20,6 @@
 
 namespace aotpipe {
 
-namespace detail {
-extern const char* const kBuildId;  // generated: cmake/build_id.cmake
-}
-
-std::string_view aotpipe_build_id() { return detail::kBuildId; }
-
 namespace {
 
 // XXH3-128 (xxHash): fast enough to hash a model's constants on every lookup (tens of GB/s).

@@ -32,7 +32,7 @@ struct PackageOptions {
 // What write_package wrote.
 struct PackageSummary {
   std::size_t compiles = 0;
-  std::size_t tensors = 0;       // stored once each
+  std::size_t tensors = 0;  // stored once each
   std::uint64_t state_bytes = 0;
   std::uint64_t file_bytes = 0;
 };

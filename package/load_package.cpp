@@ -97,7 +97,8 @@ struct PackagedProgram::Impl {
     const bool grad_mode = at::GradMode::is_enabled();
     std::vector<bool> requires_grad(flat.size());
     for (std::size_t i = 0; i < flat.size(); ++i) requires_grad[i] = flat[i].defined() && flat[i].requires_grad();
-    const bool needs_autograd = grad_mode && std::find(requires_grad.begin(), requires_grad.end(), true) != requires_grad.end();
+    const bool needs_autograd =
+        grad_mode && std::find(requires_grad.begin(), requires_grad.end(), true) != requires_grad.end();
     for (const auto& entry : entries) {
       const PackageCompile& c = manifest().compiles[entry->index];
       if (c.grad_mode == grad_mode && c.requires_grad == requires_grad && matches(c, user_inputs)) return *entry;
@@ -123,8 +124,8 @@ struct PackagedProgram::Impl {
       const PackageCompile& c = m.compiles[k];
       std::vector<std::string> inputs;
       for (const TensorMeta& meta : c.user_inputs) inputs.push_back(describe(meta));
-      have += fmt::format("\n  {} (grad mode {}): {}", c.training ? "training" : "inference", c.grad_mode ? "on" : "off",
-                          fmt::join(inputs, ", "));
+      have += fmt::format("\n  {} (grad mode {}): {}", c.training ? "training" : "inference",
+                          c.grad_mode ? "on" : "off", fmt::join(inputs, ", "));
     }
     // Name the first input no compile of this mode has.
     std::string which;
@@ -142,7 +143,9 @@ struct PackagedProgram::Impl {
 namespace {
 
 void check_versions(const PackageManifest& m, const std::filesystem::path& path, c10::Device device) {
-  auto fail = [&](const std::string& what) { return PackageError(fmt::format("package '{}': {}", path.string(), what)); };
+  auto fail = [&](const std::string& what) {
+    return PackageError(fmt::format("package '{}': {}", path.string(), what));
+  };
   if (m.torch_version != package_versions::torch())
     throw fail(fmt::format("built with torch {}, this process has torch {}: compile the package again with this torch",
                            m.torch_version, package_versions::torch()));
@@ -165,12 +168,13 @@ PackagedProgram load_package(const std::filesystem::path& path, LoadPackageOptio
   const PackageManifest& m = impl->file.manifest();
   const c10::Device device = options.device.value_or(m.device);
   if (device != m.device)
-    throw PackageError(fmt::format("package '{}' was compiled for {}; it cannot run on {} (compile it again with "
-                                   "--device {})",
-                                   path.string(), m.device.str(), device.str(), device.str()));
+    throw PackageError(
+        fmt::format("package '{}' was compiled for {}; it cannot run on {} (compile it again with "
+                    "--device {})",
+                    path.string(), m.device.str(), device.str(), device.str()));
   if (device.is_cuda() && !package_versions::has_device(device))
-    throw PackageError(fmt::format("package '{}' runs on {}, which this process does not have", path.string(),
-                                   device.str()));
+    throw PackageError(
+        fmt::format("package '{}' runs on {}, which this process does not have", path.string(), device.str()));
   check_versions(m, path, device);
   impl->device = device;
   impl->backend = backend_named(m, path);

@@ -154,9 +154,7 @@ class Reader {
     auto text = get<std::string>(object, key, where);
     try {
       return c10::Device(text);
-    } catch (const std::exception&) {
-      fail(where_of(where, key), fmt::format("'{}' is not a device", text));
-    }
+    } catch (const std::exception&) { fail(where_of(where, key), fmt::format("'{}' is not a device", text)); }
   }
 
   TensorMeta meta(const json& object, const std::string& where) const {
@@ -182,11 +180,10 @@ class Reader {
     std::size_t used = 0;
     try {
       blob.checksum = std::stoull(hex, &used, 16);
-    } catch (const std::exception&) {
-      used = 0;
-    }
+    } catch (const std::exception&) { used = 0; }
     if (hex.size() != 16 || used != hex.size()) fail(at + ".xxh3", fmt::format("'{}' is not 16 hex digits", hex));
-    if (blob.offset % kPackageAlignment != 0) fail(at + ".offset", fmt::format("{} is not 64-byte aligned", blob.offset));
+    if (blob.offset % kPackageAlignment != 0)
+      fail(at + ".offset", fmt::format("{} is not 64-byte aligned", blob.offset));
     if (blob.offset > data_size_ || blob.size > data_size_ - blob.offset)
       fail(at, fmt::format("bytes [{}, +{}) lie past the end of the file's data ({} bytes): the file is truncated",
                            blob.offset, blob.size, data_size_));
@@ -237,9 +234,9 @@ PackageManifest parse_manifest(const std::filesystem::path& path, std::string_vi
       r.fail(where, "a stored tensor must be contiguous and on the CPU");
     auto bytes = contiguous_bytes(t.meta);
     if (!bytes || *bytes != t.blob.size)
-      r.fail(where, fmt::format("its sizes {} of {} need {} bytes, its blob has {}", t.meta.sizes.vec(),
-                                dtype_short_name(t.meta.dtype), bytes ? fmt::to_string(*bytes) : "too many",
-                                t.blob.size));
+      r.fail(where,
+             fmt::format("its sizes {} of {} need {} bytes, its blob has {}", t.meta.sizes.vec(),
+                         dtype_short_name(t.meta.dtype), bytes ? fmt::to_string(*bytes) : "too many", t.blob.size));
     m.tensors.push_back(std::move(t));
   }
 
@@ -248,10 +245,14 @@ PackageManifest parse_manifest(const std::filesystem::path& path, std::string_vi
     const std::string where = fmt::format("state[{}]", i);
     PackageStateEntry s;
     const auto kind = r.get<std::string>(state[i], "kind", where);
-    if (kind == "parameter") s.kind = PackageStateEntry::Kind::Parameter;
-    else if (kind == "buffer") s.kind = PackageStateEntry::Kind::Buffer;
-    else if (kind == "constant") s.kind = PackageStateEntry::Kind::Constant;
-    else r.fail(where + ".kind", fmt::format("'{}' is not parameter, buffer or constant", kind));
+    if (kind == "parameter")
+      s.kind = PackageStateEntry::Kind::Parameter;
+    else if (kind == "buffer")
+      s.kind = PackageStateEntry::Kind::Buffer;
+    else if (kind == "constant")
+      s.kind = PackageStateEntry::Kind::Constant;
+    else
+      r.fail(where + ".kind", fmt::format("'{}' is not parameter, buffer or constant", kind));
     s.name = r.get<std::string>(state[i], "name", where);
     s.tensor = r.get<std::size_t>(state[i], "tensor", where);
     if (s.tensor >= m.tensors.size())
@@ -346,14 +347,16 @@ PackageFile open_package_file(const std::filesystem::path& path) {
   file.manifest_ = parse_manifest(path, manifest_text, data_size);
   // The writer pads every blob to the alignment: the file ends exactly after the last padding.
   uint64_t data_end = 0;
-  for (const PackageTensor& t : file.manifest_.tensors) data_end = std::max(data_end, align_up(t.blob.offset + t.blob.size));
+  for (const PackageTensor& t : file.manifest_.tensors)
+    data_end = std::max(data_end, align_up(t.blob.offset + t.blob.size));
   for (const PackageCompile& c : file.manifest_.compiles)
     data_end = std::max(data_end, align_up(c.artifact.offset + c.artifact.size));
   if (data_end != data_size)
     throw fail(fmt::format("{} bytes of data where the manifest describes {}: the file is {}", data_size, data_end,
                            data_size < data_end ? "truncated" : "longer than written (appended to?)"));
   if (file.manifest_.format_version != version)
-    throw fail(fmt::format("the manifest says format version {}, the header {}", file.manifest_.format_version, version));
+    throw fail(
+        fmt::format("the manifest says format version {}, the header {}", file.manifest_.format_version, version));
   file.data_ = bytes + data_start;
   file.file_size_ = size;
   file.mapping_ = std::move(mapping);

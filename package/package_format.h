@@ -53,20 +53,20 @@ struct PackageTensor {
 struct PackageStateEntry {
   enum class Kind { Parameter, Buffer, Constant };
   Kind kind = Kind::Parameter;
-  std::string name;         // fully qualified ("layer1.bn1.running_mean")
-  std::size_t tensor = 0;   // index into PackageManifest::tensors (tied names share one)
+  std::string name;        // fully qualified ("layer1.bn1.running_mean")
+  std::size_t tensor = 0;  // index into PackageManifest::tensors (tied names share one)
   bool requires_grad = false;
-  bool persistent = true;   // buffers
+  bool persistent = true;  // buffers
 };
 
 // One compile: the artifact serving calls whose grad mode, requires_grad pattern and user input
 // metadata are these.
 struct PackageCompile {
   bool grad_mode = true;
-  std::vector<bool> requires_grad;        // per flat argument: lifted state, then user inputs
-  std::vector<TensorMeta> user_inputs;    // sizes, strides, dtype, device
-  bool training = false;                  // the artifact has a backward
-  PackageBlob artifact;                   // serialize_artifact's bytes
+  std::vector<bool> requires_grad;      // per flat argument: lifted state, then user inputs
+  std::vector<TensorMeta> user_inputs;  // sizes, strides, dtype, device
+  bool training = false;                // the artifact has a backward
+  PackageBlob artifact;                 // serialize_artifact's bytes
 };
 
 struct PackageManifest {
@@ -79,7 +79,7 @@ struct PackageManifest {
   int artifact_schema = 0;
   std::optional<std::string> cuda_arch;  // "sm_90": the compute capability it was built on
 
-  std::string name;     // the program's (the .pt2's stem)
+  std::string name;  // the program's (the .pt2's stem)
   c10::Device device = c10::Device(c10::kCPU);
   std::string backend;  // "interpreter", "cuda_graphs"
   std::size_t num_user_inputs = 0;

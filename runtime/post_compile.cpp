@@ -1,6 +1,7 @@
 #include <aotpipe/runtime/aot_runtime.h>
 #include <aotpipe/runtime/post_compile.h>
 #include <aotpipe/backend/backend_notes.h>
+#include <aotpipe/backend/compiler_defaults.h>
 #include <aotpipe/backend/run_compiler.h>
 
 namespace aotpipe {
@@ -17,19 +18,21 @@ RuntimeFn post_compile(std::shared_ptr<const CompiledArtifact> artifact, Compile
 }
 
 CompiledGraphs compile_on_first_call(std::shared_ptr<const CompiledArtifact> artifact, const AotConfig& config) {
-  const AotConfig resolved = resolve_defaults(config);
+  // Only the compilers: resolve_defaults would name the partitioner too, and link it.
+  const DefaultedCompilers compilers =
+      default_compilers(config.fw_compiler, config.bw_compiler, config.inference_compiler);
   CompiledGraphs graphs;
   graphs.notes = artifact->backend_notes;
   auto group = std::make_shared<CompileGroup>();  // its forward and backward, compiled apart
   if (!artifact->training) {
     graphs.forward = compile_on_first_call(
-        resolved.inference_compiler, [artifact]() -> const Graph& { return *artifact->traced().inference_graph; });
+        compilers.inference, [artifact]() -> const Graph& { return *artifact->traced().inference_graph; });
     return graphs;
   }
   graphs.forward = compile_on_first_call(
-      resolved.fw_compiler, [artifact]() -> const Graph& { return artifact->partition()->forward; }, group);
+      compilers.forward, [artifact]() -> const Graph& { return artifact->partition()->forward; }, group);
   graphs.backward = compile_on_first_call(
-      resolved.bw_compiler, [artifact]() -> const Graph& { return artifact->partition()->backward; }, group);
+      compilers.backward, [artifact]() -> const Graph& { return artifact->partition()->backward; }, group);
   return graphs;
 }
 

@@ -39,14 +39,6 @@ TensorList forward_returns(const ViewAndMutationMeta& meta, const TensorList& in
   return result;
 }
 
-std::vector<bool> forward_tangent_mask(const ViewAndMutationMeta& meta) {
-  std::vector<bool> mask;
-  for (std::size_t i : meta.mutated_inp_runtime_indices) mask.push_back(meta.input_info[i].gets_tangent());
-  for (const auto& out : meta.output_info) mask.push_back(out.gets_tangent());
-  for (std::size_t i = 0; i < meta.num_intermediate_bases; ++i) mask.push_back(true);
-  return mask;
-}
-
 bool joint_repeats_analysis_trace(const ViewAndMutationMeta& meta) {
   if (meta.grad_enabled_mutation || !meta.mutated_graph_handled_indices.empty()) return false;
   for (const InputAliasInfo& in : meta.input_info)

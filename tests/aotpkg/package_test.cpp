@@ -49,16 +49,15 @@ std::string read_bytes(const std::filesystem::path& path) {
 }
 
 void write_bytes(const std::filesystem::path& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary | std::ios::trunc).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  std::ofstream(path, std::ios::binary | std::ios::trunc)
+      .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
 // The message load_package throws for `path` (fails the test if it loads).
 std::string load_error(const std::filesystem::path& path, LoadPackageOptions options = {}) {
   try {
     (void)load_package(path, options);
-  } catch (const PackageError& e) {
-    return e.what();
-  }
+  } catch (const PackageError& e) { return e.what(); }
   ADD_FAILURE() << path << " loaded";
   return {};
 }
@@ -95,8 +94,8 @@ TEST_P(PackagedProgramTest, StepMatchesPyTorch) {
 // The models of exported_program_test whose archives hold a training step or an inference one.
 INSTANTIATE_TEST_SUITE_P(Examples, PackagedProgramTest,
                          ::testing::Values("resnet_bn_train", "gpt_block_loss", "lstm_tagger", "unet_decoder_block",
-                                           "buffer_mutation_const", "eval_classifier", "no_grad_region",
-                                           "tied_lm_head", "autocast_regions", "vit_encoder_block"));
+                                           "buffer_mutation_const", "eval_classifier", "no_grad_region", "tied_lm_head",
+                                           "autocast_regions", "vit_encoder_block"));
 
 TEST(PackageTest, TiedParametersAreOneLeaf) {
   const PackagedProgram program = load_package(package_of("tied_lm_head"));
@@ -228,7 +227,8 @@ TEST_F(BadPackageTest, CorruptedBytesAreFound) {
   EXPECT_THAT(load_error(flip(data + weight.offset + weight.size / 2, "weight")),
               HasSubstr("stored tensor " + std::to_string(file.manifest().tensors.size() - 1) + " is corrupted"));
   const PackageBlob& artifact = file.manifest().compiles[0].artifact;
-  EXPECT_THAT(load_error(flip(data + artifact.offset + 3, "artifact")), HasSubstr("compile 0 (its artifact) is corrupted"));
+  EXPECT_THAT(load_error(flip(data + artifact.offset + 3, "artifact")),
+              HasSubstr("compile 0 (its artifact) is corrupted"));
   // Without the up-front check, the artifact is checked at its first call.
   const PackagedProgram unchecked =
       load_package(scratch_dir() / "artifact.aotpkg", LoadPackageOptions{.device = std::nullopt, .verify = false});
@@ -238,7 +238,8 @@ TEST_F(BadPackageTest, CorruptedBytesAreFound) {
 TEST_F(BadPackageTest, AnotherFormatVersion) {
   std::string bytes = read_bytes(good());
   bytes[8] = 2;
-  EXPECT_THAT(load_error(with_bytes("v2", bytes)), HasSubstr("package format version 2; this build of aotpipe reads version 1"));
+  EXPECT_THAT(load_error(with_bytes("v2", bytes)),
+              HasSubstr("package format version 2; this build of aotpipe reads version 1"));
 }
 
 TEST_F(BadPackageTest, AnotherTorchVersion) {
@@ -270,8 +271,8 @@ TEST_F(BadPackageTest, UnknownBackend) {
 
 TEST_F(BadPackageTest, WeightsMissing) {
   const auto path = edited(good(), "weights", [](PackageManifest& m, auto&) { m.state[0].tensor = 99; });
-  EXPECT_THAT(load_error(path), HasSubstr("the weights of '" + open_package_file(good()).manifest().state[0].name +
-                                          "' are missing"));
+  EXPECT_THAT(load_error(path),
+              HasSubstr("the weights of '" + open_package_file(good()).manifest().state[0].name + "' are missing"));
   // A manifest whose tensor has fewer bytes than its sizes need.
   const auto shrunk = edited(good(), "short_weight", [](PackageManifest& m, auto& blobs) {
     blobs[0].resize(blobs[0].size() / 2);
@@ -287,9 +288,7 @@ TEST_F(BadPackageTest, MalformedArtifactWithAValidChecksum) {
   try {
     (void)program(testing::load_eager_step("tied_lm_head").inputs);
     ADD_FAILURE() << "a garbage artifact ran";
-  } catch (const PackageError& e) {
-    EXPECT_THAT(e.what(), HasSubstr("is malformed"));
-  }
+  } catch (const PackageError& e) { EXPECT_THAT(e.what(), HasSubstr("is malformed")); }
 }
 
 TEST_F(BadPackageTest, WrongNumberOfInputs) {
@@ -297,9 +296,7 @@ TEST_F(BadPackageTest, WrongNumberOfInputs) {
   try {
     (void)program({});
     ADD_FAILURE() << "no inputs ran";
-  } catch (const PackageError& e) {
-    EXPECT_THAT(e.what(), HasSubstr("called with 0 inputs, the program takes 1"));
-  }
+  } catch (const PackageError& e) { EXPECT_THAT(e.what(), HasSubstr("called with 0 inputs, the program takes 1")); }
 }
 
 }  // namespace

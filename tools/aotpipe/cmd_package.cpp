@@ -32,7 +32,8 @@ bool info(const std::string& path, const InfoOptions& options) {
     fmt::print("{}", describe_package(file));
     if (options.no_verify) return true;
     const PackageManifest& m = file.manifest();
-    for (std::size_t i = 0; i < m.tensors.size(); ++i) file.checked(m.tensors[i].blob, fmt::format("stored tensor {}", i));
+    for (std::size_t i = 0; i < m.tensors.size(); ++i)
+      file.checked(m.tensors[i].blob, fmt::format("stored tensor {}", i));
     for (std::size_t k = 0; k < m.compiles.size(); ++k)
       file.checked(m.compiles[k].artifact, fmt::format("compile {} (its artifact)", k));
     (void)load_package(path, LoadPackageOptions{.device = std::nullopt, .verify = false});

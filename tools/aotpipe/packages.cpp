@@ -33,7 +33,8 @@ std::vector<std::vector<int64_t>> parse_sizes(const std::string& text) {
         value = std::stoll(dim, &used);
       } catch (const std::exception&) { used = 0; }
       if (dim.empty() || used != dim.size() || value < 0)
-        throw std::invalid_argument(fmt::format("--sizes '{}': '{}' is not a size (sizes look like 8x256,8x256)", text, dim));
+        throw std::invalid_argument(
+            fmt::format("--sizes '{}': '{}' is not a size (sizes look like 8x256,8x256)", text, dim));
       dims.push_back(value);
       if (x == std::string::npos) break;
       pos = x + 1;
@@ -71,9 +72,9 @@ std::string describe_package(const PackageFile& file) {
   out += fmt::format("package     {}\n", file.path().string());
   out += fmt::format("program     {} ({} user input(s))\n", m.name, m.num_user_inputs);
   out += fmt::format("format      version {}, {} bytes\n", m.format_version, file.file_size());
-  out += fmt::format("built with  aotpipe {} ({}), torch {}, artifact schema {}{}\n", m.aotpipe_version,
-                     m.aotpipe_build, m.torch_version, m.artifact_schema,
-                     m.cuda_arch ? ", CUDA " + *m.cuda_arch : std::string());
+  out +=
+      fmt::format("built with  aotpipe {} ({}), torch {}, artifact schema {}{}\n", m.aotpipe_version, m.aotpipe_build,
+                  m.torch_version, m.artifact_schema, m.cuda_arch ? ", CUDA " + *m.cuda_arch : std::string());
   out += fmt::format("device      {}\nbackend     {}\n", m.device.str(), m.backend);
   std::size_t counts[3] = {0, 0, 0};
   for (const PackageStateEntry& s : m.state) ++counts[static_cast<int>(s.kind)];
@@ -85,7 +86,8 @@ std::string describe_package(const PackageFile& file) {
   for (std::size_t k = 0; k < m.compiles.size(); ++k) {
     const PackageCompile& c = m.compiles[k];
     std::vector<std::string> inputs;
-    for (const TensorMeta& meta : c.user_inputs) inputs.push_back(fmt::format("{}{}", dtype_short_name(meta.dtype), meta.sizes.vec()));
+    for (const TensorMeta& meta : c.user_inputs)
+      inputs.push_back(fmt::format("{}{}", dtype_short_name(meta.dtype), meta.sizes.vec()));
     out += fmt::format("  [{}] {:<9} grad mode {:<3}  {}  ({} bytes)\n", k, c.training ? "training" : "inference",
                        c.grad_mode ? "on" : "off", fmt::join(inputs, ", "), c.artifact.size);
   }

@@ -13,10 +13,10 @@ namespace aotpipe::cli {
 inline constexpr const char* kPackageExtension = ".aotpkg";
 
 struct PackageRequest {
-  std::filesystem::path program;  // the .pt2
-  std::filesystem::path package;  // the .aotpkg to write
-  std::string device;             // empty: cpu
-  std::vector<std::string> sizes; // --sizes, one set each: "8x256,8x256"
+  std::filesystem::path program;   // the .pt2
+  std::filesystem::path package;   // the .aotpkg to write
+  std::string device;              // empty: cpu
+  std::vector<std::string> sizes;  // --sizes, one set each: "8x256,8x256"
   std::string backend = "interpreter";
   std::string partitioner = "min_cut";
   bool no_cpu_fallback = false;
