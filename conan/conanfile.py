@@ -211,7 +211,11 @@ class AotpipeConan(ConanFile):
                   ["fmt::fmt", "nlohmann_json::nlohmann_json", "xxhash::xxhash"] + (["hiredis::hiredis"] if redis else []),
                   ["fmt"] + (["hiredis"] if redis else []))
         component("driver", ["cache", "runtime", "stages", "pipeline", "graph"], ["fmt::fmt"], ["fmt"])
-        component("export", ["driver", "runtime", "graph"], ["fmt::fmt", "nlohmann_json::nlohmann_json"], ["fmt"])
+        # load_package: what a runtime-only consumer links (docs/packages.md).
+        component("package", ["runtime", "cache", "backend", "graph"] + (["cuda"] if self.options.with_cuda else []),
+                  ["fmt::fmt", "nlohmann_json::nlohmann_json", "xxhash::xxhash"], ["fmt"])
+        component("export", ["package", "driver", "runtime", "graph"], ["fmt::fmt", "nlohmann_json::nlohmann_json"],
+                  ["fmt"])
         if self.options.with_cuda:
             # The CUDA-graph backend (+ libtorch_cuda and the CUDA runtime headers, from the build module).
             component("cuda", ["backend", "graph"], ["fmt::fmt"], ["fmt"])

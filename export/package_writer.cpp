@@ -62,6 +62,7 @@ std::vector<std::vector<TensorMeta>> size_sets(const ExportedProgram& program, c
       std::vector<std::vector<int64_t>> sample;
       for (const at::Tensor& t : *program.sample_inputs()) sample.push_back(t.sizes().vec());
       std::vector<const std::vector<int64_t>*> refs;
+      refs.reserve(sample.size());
       for (const auto& s : sample) refs.push_back(&s);
       sets.push_back(user_input_metas(program, refs.data(), options.device));
     } else {

@@ -120,8 +120,7 @@ struct PackagedProgram::Impl {
                           user_inputs[i].defined() ? describe(TensorMeta::of(user_inputs[i])) : "undefined",
                           requires_grad[m.state.size() + i] ? " requiring grad" : "");
     std::string have;
-    for (std::size_t k = 0; k < m.compiles.size(); ++k) {
-      const PackageCompile& c = m.compiles[k];
+    for (const PackageCompile& c : m.compiles) {
       std::vector<std::string> inputs;
       for (const TensorMeta& meta : c.user_inputs) inputs.push_back(describe(meta));
       have += fmt::format("\n  {} (grad mode {}): {}", c.training ? "training" : "inference",

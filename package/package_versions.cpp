@@ -24,7 +24,8 @@ bool has_device(c10::Device device) {
   if (device.is_cpu()) return true;
   if (!device.is_cuda() || !at::globalContext().hasCUDA()) return false;
 #ifdef AOTPIPE_HAVE_CUDA
-  return (device.has_index() ? device.index() : 0) < at::cuda::device_count();
+  const c10::DeviceIndex index = device.has_index() ? device.index() : c10::DeviceIndex{0};
+  return index < at::cuda::device_count();
 #else
   return true;
 #endif
@@ -33,7 +34,8 @@ bool has_device(c10::Device device) {
 std::optional<std::string> cuda_arch(c10::Device device) {
 #ifdef AOTPIPE_HAVE_CUDA
   if (device.is_cuda() && has_device(device)) {
-    const cudaDeviceProp* props = at::cuda::getDeviceProperties(device.has_index() ? device.index() : 0);
+    const cudaDeviceProp* props =
+        at::cuda::getDeviceProperties(device.has_index() ? device.index() : c10::DeviceIndex{0});
     return fmt::format("sm_{}{}", props->major, props->minor);
   }
 #endif

@@ -17,7 +17,7 @@ RuntimeFn post_compile(std::shared_ptr<const CompiledArtifact> artifact, Compile
   return post_compile(std::move(artifact), std::move(graphs), wrappers);
 }
 
-CompiledGraphs compile_on_first_call(std::shared_ptr<const CompiledArtifact> artifact, const AotConfig& config) {
+CompiledGraphs compile_on_first_call(const std::shared_ptr<const CompiledArtifact>& artifact, const AotConfig& config) {
   // Only the compilers: resolve_defaults would name the partitioner too, and link it.
   const DefaultedCompilers compilers =
       default_compilers(config.fw_compiler, config.bw_compiler, config.inference_compiler);

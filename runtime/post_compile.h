@@ -22,7 +22,7 @@ RuntimeFn post_compile(std::shared_ptr<const CompiledArtifact> artifact, Compile
 // A cache hit's compiled graphs: the config's backend compilers, each run on its graph when the
 // graph first runs (compile_on_first_call), so a hit decodes and compiles nothing up front.
 // `notes`: the artifact's, what the backends said when it was compiled.
-CompiledGraphs compile_on_first_call(std::shared_ptr<const CompiledArtifact> artifact, const AotConfig& config);
+CompiledGraphs compile_on_first_call(const std::shared_ptr<const CompiledArtifact>& artifact, const AotConfig& config);
 
 // The CompileState a cache hit reports for inspection (CompileOutput::state): the artifact's
 // metadata, graphs and partition, with `config`; fn and args are empty.

@@ -23,7 +23,8 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-void step(const std::function<aotpipe::TensorList(const aotpipe::TensorList&)>& call, const aotpipe::TensorList& inputs) {
+void step(const std::function<aotpipe::TensorList(const aotpipe::TensorList&)>& call,
+          const aotpipe::TensorList& inputs) {
   call(inputs).at(0).backward();
 }
 
@@ -68,7 +69,8 @@ int main(int argc, char** argv) {
   for (int r = 0; r < runs; ++r) {
     measure(package, inputs, [&] { return aotpipe::load_package(argv[2]); });
     measure(compile, inputs, [&] {
-      aotpipe::CompiledExportedProgram program = aotpipe::compile_exported_program(aotpipe::load_exported_program(argv[1]));
+      aotpipe::CompiledExportedProgram program =
+          aotpipe::compile_exported_program(aotpipe::load_exported_program(argv[1]));
       (void)program.compiled_state(inputs);
       return program;
     });

@@ -2,6 +2,8 @@
 // The umbrella header of aotpipe: everything a user of the library needs.
 #include <aotpipe/export/compiled_exported_program.h>
 #include <aotpipe/export/exported_program.h>
+#include <aotpipe/export/package_writer.h>
+#include <aotpipe/package/load_package.h>
 #include <aotpipe/graph/graph.h>
 #include <aotpipe/graph/interpreter.h>
 #include <aotpipe/graph/meta_propagation.h>
