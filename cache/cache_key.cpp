@@ -1,6 +1,6 @@
 #include <aotpipe/cache/cache_key.h>
 
-#include <aotpipe/cache/artifact_serialization.h>
+#include <aotpipe/runtime/artifact_serialization.h>
 #include <aotpipe/graph/example_tensor.h>
 #include <aotpipe/graph/printer.h>
 #include <aotpipe/graph/text_format.h>

@@ -7,6 +7,7 @@
 //             and alias pattern (input_signature), and grad mode
 //   config    pipeline text, partitioner and compiler identities (pipeline/identified.h), options
 //   versions  aotpipe's build, libtorch's version, the artifact schema
+#include <aotpipe/runtime/build_id.h>  // aotpipe_build_id, part of the key
 #include <aotpipe/graph/graph.h>
 #include <aotpipe/stages/compile_state.h>
 
@@ -67,8 +68,5 @@ std::string canonical_graph_text(const Graph& graph);
 
 // Hex XXH3-128 (32 digits): the key's digest and the entries' checksum.
 std::string content_hash_hex(std::string_view bytes);
-
-// This build of aotpipe: its version and a digest of the library's sources (cmake/build_id.cmake).
-std::string_view aotpipe_build_id();
 
 }  // namespace aotpipe

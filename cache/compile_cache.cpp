@@ -1,6 +1,6 @@
 #include <aotpipe/cache/compile_cache.h>
 
-#include <aotpipe/cache/artifact_serialization.h>
+#include <aotpipe/runtime/artifact_serialization.h>
 
 #include <fmt/format.h>
 

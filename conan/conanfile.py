@@ -200,19 +200,22 @@ class AotpipeConan(ConanFile):
         component("pipeline", [],
                   ["onetbb::libtbb", "boost::headers", "nlohmann_json::nlohmann_json", "fmt::fmt"],
                   ["tbb", "fmt"])
-        component("graph", [], ["fmt::fmt", "boost::headers"], ["fmt"])  # + libtorch, from the build module
+        # graph compiles against Boost.Unordered privately; nothing of Boost reaches its users.
+        component("graph", [], ["fmt::fmt"], ["fmt"])  # + libtorch, from the build module
         component("tracer", ["graph"], ["fmt::fmt", "boost::headers"], ["fmt"])
-        component("backend", ["graph", "pipeline"], [], [])
-        component("stages", ["backend", "tracer", "graph", "pipeline"],
+        component("backend", ["graph"], [], [])
+        component("stages", ["runtime", "backend", "tracer", "graph", "pipeline"],
                   ["fmt::fmt", "nlohmann_json::nlohmann_json", "boost::headers"], ["fmt"])
-        component("runtime", ["stages", "backend", "tracer", "pipeline", "graph"], ["fmt::fmt"], ["fmt"])
+        # The runtime (with the stages' runtime halves) needs no tracer, stage or pipeline library:
+        # what a runtime-only consumer (the package component) links.
+        component("runtime", ["backend", "graph"], ["fmt::fmt", "nlohmann_json::nlohmann_json"], ["fmt"])
         redis = bool(self.options.with_redis)
         component("cache", ["runtime", "stages", "pipeline", "graph"],
                   ["fmt::fmt", "nlohmann_json::nlohmann_json", "xxhash::xxhash"] + (["hiredis::hiredis"] if redis else []),
                   ["fmt"] + (["hiredis"] if redis else []))
         component("driver", ["cache", "runtime", "stages", "pipeline", "graph"], ["fmt::fmt"], ["fmt"])
         # load_package: what a runtime-only consumer links (docs/packages.md).
-        component("package", ["runtime", "cache", "backend", "graph"] + (["cuda"] if self.options.with_cuda else []),
+        component("package", ["runtime", "backend", "graph"] + (["cuda"] if self.options.with_cuda else []),
                   ["fmt::fmt", "nlohmann_json::nlohmann_json", "xxhash::xxhash"], ["fmt"])
         component("export", ["package", "driver", "runtime", "graph"], ["fmt::fmt", "nlohmann_json::nlohmann_json"],
                   ["fmt"])

@@ -1,7 +1,7 @@
 #include <aotpipe/export/package_writer.h>
 #include <aotpipe/package/package_format.h>
 #include <aotpipe/package/package_versions.h>
-#include <aotpipe/cache/artifact_serialization.h>
+#include <aotpipe/runtime/artifact_serialization.h>
 #include <aotpipe/driver/aot_function.h>
 #include <aotpipe/graph/example_tensor.h>
 

@@ -2,7 +2,7 @@
 #include <aotpipe/package/package_format.h>
 #include <aotpipe/package/package_versions.h>
 #include <aotpipe/backend/backends.h>
-#include <aotpipe/cache/artifact_serialization.h>
+#include <aotpipe/runtime/artifact_serialization.h>
 #include <aotpipe/runtime/post_compile.h>
 #ifdef AOTPIPE_HAVE_CUDA_GRAPHS
 #include <aotpipe/cuda/cuda_graphs.h>

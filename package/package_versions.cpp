@@ -1,6 +1,6 @@
 #include <aotpipe/package/package_versions.h>
-#include <aotpipe/cache/artifact_serialization.h>
-#include <aotpipe/cache/cache_key.h>
+#include <aotpipe/runtime/artifact_serialization.h>
+#include <aotpipe/runtime/build_id.h>
 
 #include <ATen/Context.h>
 #include <torch/version.h>

@@ -9,9 +9,9 @@
 namespace aotpipe::package_versions {
 
 std::string aotpipe();        // "0.1.0"
-std::string aotpipe_build();  // the build id (cache/cache_key.h's aotpipe_build_id)
+std::string aotpipe_build();  // the build id (runtime/build_id.h)
 std::string torch();          // libtorch's version, "2.11.0+cu130"
-int artifact_schema();        // cache/artifact_serialization.h's artifact_schema_version
+int artifact_schema();        // runtime/artifact_serialization.h's artifact_schema_version
 // Whether this process can run on `device` (a CUDA device it has; the CPU always).
 bool has_device(c10::Device device);
 // "sm_90" for a CUDA device this process has; nullopt for the CPU, or a build without CUDA.

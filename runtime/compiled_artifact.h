@@ -3,7 +3,7 @@
 // What the stages decided, with nothing executable in it: the analysis stages' runtime plans,
 // the metadata, the graphs and the partition. post_compile (runtime/post_compile.h) turns it
 // into a callable; the compile cache (cache/compile_cache.h) stores it as bytes
-// (cache/artifact_serialization.h).
+// (runtime/artifact_serialization.h).
 //
 //   arguments -> analysis -> joint -> partition -> compile -> CompiledArtifact -> post_compile
 #include <aotpipe/graph/graph.h>

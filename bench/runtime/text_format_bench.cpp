@@ -7,7 +7,7 @@
 #include "aotpipe/compile_jobs.h"
 #include "median_time.h"
 
-#include <aotpipe/cache/artifact_serialization.h>
+#include <aotpipe/runtime/artifact_serialization.h>
 #include <aotpipe/graph/parser.h>
 #include <aotpipe/graph/printer.h>
 #include <aotpipe/graph/verifier.h>

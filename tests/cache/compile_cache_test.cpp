@@ -6,7 +6,7 @@
 
 #include "../runtime/temp_dir.h"
 
-#include <aotpipe/cache/artifact_serialization.h>
+#include <aotpipe/runtime/artifact_serialization.h>
 #include <aotpipe/graph/parser.h>
 #include <aotpipe/graph/printer.h>
 #include <aotpipe/driver/aot_function.h>

@@ -5,7 +5,7 @@
 
 #include "../runtime/temp_dir.h"
 
-#include <aotpipe/cache/artifact_serialization.h>
+#include <aotpipe/runtime/artifact_serialization.h>
 #include <aotpipe/driver/aot_function.h>
 #include <aotpipe/cache/compile_cache.h>
 #include <aotpipe/stages/compile_stages.h>

@@ -8,7 +8,7 @@
 //           make each graph, read when a graph is first needed.
 // Reading trusts nothing: every field is type-checked, every index range-checked, every graph
 // verified, and any failure is an ArtifactFormatError.
-#include <aotpipe/cache/artifact_serialization.h>
+#include <aotpipe/runtime/artifact_serialization.h>
 
 #include <aotpipe/graph/byte_codec.h>
 #include <aotpipe/graph/example_tensor.h>
