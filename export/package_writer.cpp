@@ -169,4 +169,17 @@ PackageSummary write_package(const ExportedProgram& program, const std::filesyst
   return summary;
 }
 
+CompileOnDemand compile_missing_from(ExportedProgram program, AotConfig config) {
+  config.num_params_buffers = program.lifted_tensors().size();
+  return [program = std::move(program), config = std::move(config)](const TensorList& flat) {
+    const std::size_t lifted = config.num_params_buffers;
+    if (flat.size() != lifted + program.num_user_inputs())
+      throw PackageError(fmt::format("program '{}' takes {} state tensors and {} inputs; the call has {} arguments",
+                                     program.name(), lifted, program.num_user_inputs(), flat.size()));
+    const TensorList user(flat.begin() + static_cast<std::ptrdiff_t>(lifted), flat.end());
+    std::shared_ptr<const Graph> graph = program.graph_for(user);
+    return compile(program.name() + ".on_demand", program.flat_function(), flat, config, std::move(graph)).runtime;
+  };
+}
+
 }  // namespace aotpipe

@@ -4,6 +4,7 @@
 // user input sizes, a training compile (grad mode on, the parameters requiring grad) and an
 // inference compile (grad mode off); the program's state stored once. See docs/packages.md.
 #include <aotpipe/export/exported_program.h>
+#include <aotpipe/package/load_package.h>
 
 #include <c10/core/Device.h>
 
@@ -42,5 +43,12 @@ struct PackageSummary {
 // written, CompileError (with the stage) when a compile fails.
 PackageSummary write_package(const ExportedProgram& program, const std::filesystem::path& path,
                              const PackageOptions& options = {});
+
+// LoadPackageOptions::compile_missing for a package of `program` (its .pt2, loaded for the
+// package's device): a call with sizes the package lacks is compiled then, as
+// compile_exported_program would (sizes checked against the export first, Pt2Error naming the
+// input and dimension). Throws PackageError when a call's arguments do not fit the program (a
+// package of another program).
+CompileOnDemand compile_missing_from(ExportedProgram program, AotConfig config = {});
 
 }  // namespace aotpipe

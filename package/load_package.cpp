@@ -60,6 +60,9 @@ struct PackagedProgram::Impl {
   std::vector<NamedTensor> parameters, buffers, constants;
   TensorList lifted;  // graph input order
   std::vector<std::unique_ptr<Entry>> entries;
+  CompileOnDemand compile_missing;
+  mutable std::mutex on_demand_mutex;
+  mutable std::unordered_map<std::string, RuntimeFn> on_demand;  // by call_signature
 
   const PackageManifest& manifest() const { return file.manifest(); }
 
@@ -91,9 +94,24 @@ struct PackagedProgram::Impl {
     return true;
   }
 
+  // The callable of a call no compile serves, compiled on demand once per signature.
+  RuntimeFn on_demand_runtime(const TensorList& flat, const TensorList& user_inputs) const {
+    std::string key = at::GradMode::is_enabled() ? "grad" : "no_grad";
+    for (const at::Tensor& t : flat) key += t.defined() && t.requires_grad() ? '1' : '0';
+    for (const at::Tensor& t : user_inputs) {
+      const TensorMeta meta = TensorMeta::of(t);
+      key += fmt::format("|{}{}{}", describe(meta), meta.strides.vec(), meta.storage_offset);
+    }
+    std::lock_guard lock(on_demand_mutex);  // one compile per signature; calls of others wait
+    auto it = on_demand.find(key);
+    if (it == on_demand.end()) it = on_demand.emplace(key, compile_missing(flat)).first;
+    return it->second;
+  }
+
   // The compile a call with `flat` arguments runs, as CompiledExportedProgram picks one: the
-  // training compile under grad mode when something requires grad, the inference one otherwise.
-  const Entry& select(const TensorList& flat, const TensorList& user_inputs) const {
+  // training compile under grad mode when something requires grad, the inference one otherwise;
+  // null when none serves it.
+  const Entry* find(const TensorList& flat, const TensorList& user_inputs) const {
     const bool grad_mode = at::GradMode::is_enabled();
     std::vector<bool> requires_grad(flat.size());
     for (std::size_t i = 0; i < flat.size(); ++i) requires_grad[i] = flat[i].defined() && flat[i].requires_grad();
@@ -101,15 +119,21 @@ struct PackagedProgram::Impl {
         grad_mode && std::find(requires_grad.begin(), requires_grad.end(), true) != requires_grad.end();
     for (const auto& entry : entries) {
       const PackageCompile& c = manifest().compiles[entry->index];
-      if (c.grad_mode == grad_mode && c.requires_grad == requires_grad && matches(c, user_inputs)) return *entry;
+      if (c.grad_mode == grad_mode && c.requires_grad == requires_grad && matches(c, user_inputs)) return entry.get();
     }
     // No autograd needed: any inference compile of these sizes serves (frozen parameters).
     if (!needs_autograd)
       for (const auto& entry : entries) {
         const PackageCompile& c = manifest().compiles[entry->index];
-        if (!c.training && matches(c, user_inputs)) return *entry;
+        if (!c.training && matches(c, user_inputs)) return entry.get();
       }
-    throw no_compile(grad_mode, requires_grad, user_inputs);
+    return nullptr;
+  }
+
+  PackageError no_compile(const TensorList& flat, const TensorList& user_inputs) const {
+    std::vector<bool> requires_grad(flat.size());
+    for (std::size_t i = 0; i < flat.size(); ++i) requires_grad[i] = flat[i].defined() && flat[i].requires_grad();
+    return no_compile(at::GradMode::is_enabled(), requires_grad, user_inputs);
   }
 
   PackageError no_compile(bool grad_mode, const std::vector<bool>& requires_grad, const TensorList& user_inputs) const {
@@ -177,6 +201,7 @@ PackagedProgram load_package(const std::filesystem::path& path, LoadPackageOptio
   check_versions(m, path, device);
   impl->device = device;
   impl->backend = backend_named(m, path);
+  impl->compile_missing = std::move(options.compile_missing);
 
   // The state: views of the mapped file (CPU) or copies on the device; one tensor per stored
   // tensor, so tied names stay one leaf.
@@ -224,8 +249,15 @@ TensorList PackagedProgram::operator()(const TensorList& user_inputs) const {
                                    user_inputs.size(), impl.manifest().num_user_inputs));
   TensorList flat = impl.lifted;
   flat.insert(flat.end(), user_inputs.begin(), user_inputs.end());
-  const Entry& entry = impl.select(flat, user_inputs);
-  return impl.runtime_of(entry)(std::move(flat));
+  if (const Entry* entry = impl.find(flat, user_inputs)) return impl.runtime_of(*entry)(std::move(flat));
+  if (!impl.compile_missing) throw impl.no_compile(flat, user_inputs);
+  const RuntimeFn runtime = impl.on_demand_runtime(flat, user_inputs);
+  return runtime(std::move(flat));
+}
+
+std::size_t PackagedProgram::num_compiled_on_demand() const {
+  std::lock_guard lock(impl_->on_demand_mutex);
+  return impl_->on_demand.size();
 }
 
 const std::string& PackagedProgram::name() const { return impl_->manifest().name; }

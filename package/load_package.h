@@ -21,6 +21,7 @@
 
 #include <cstddef>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -30,6 +31,11 @@ namespace aotpipe {
 
 struct PackageManifest;  // package/package_format.h
 
+// Compiles a call no compile of a package serves: given the call's flat arguments (the state, then
+// the user inputs), returns its callable. compile_missing_from (export/package_writer.h) makes one
+// from the program's .pt2; it needs the full library.
+using CompileOnDemand = std::function<std::function<TensorList(TensorList)>(const TensorList& flat_args)>;
+
 struct LoadPackageOptions {
   // Where the program runs: the device it was compiled for (the default). Another device is
   // refused with an error saying how to compile for it.
@@ -37,12 +43,16 @@ struct LoadPackageOptions {
   // Check every blob's checksum at load (all weights and artifacts). false: only the manifest's
   // (the rest is still range-checked), for a load that must not read the weights up front.
   bool verify = true;
+  // Empty: a call no compile serves throws PackageError. Set: such a call compiles its signature
+  // (grad mode, sizes, dtypes, requires_grad) once, on demand, and later calls reuse it.
+  CompileOnDemand compile_missing;
 };
 
 class PackagedProgram {
  public:
   // Returns the user outputs. Throws PackageError naming the input when the package has no
-  // compile for these inputs (sizes, dtypes, device, requires_grad), and listing what it has.
+  // compile for these inputs (sizes, dtypes, device, requires_grad), and listing what it has,
+  // unless the load was given compile_missing.
   TensorList operator()(const TensorList& user_inputs) const;
 
   const std::string& name() const;
@@ -56,6 +66,8 @@ class PackagedProgram {
   // Each parameter tensor once (tied names share one): what an optimizer takes.
   TensorList parameter_tensors() const;
   const PackageManifest& manifest() const;
+  // Signatures compiled on demand so far (LoadPackageOptions::compile_missing).
+  std::size_t num_compiled_on_demand() const;
 
  private:
   friend PackagedProgram load_package(const std::filesystem::path& path, LoadPackageOptions options);

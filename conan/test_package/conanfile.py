@@ -1,7 +1,9 @@
 """Consumes the aotpipe package as a user's CMake project would: CMakeDeps + CMakeToolchain,
 find_package(aotpipe) and aotpipe::aotpipe; then runs a program that compiles a function with
 aot_function and checks its output and gradient against eager PyTorch, and the compile cache's
-Redis level (present exactly when the package's with_redis option says so)."""
+Redis level (present exactly when the package's with_redis option says so); then writes a package
+(.aotpkg) of the repository's tied_lm_head example, which package_consumer, linking only the
+aotpipe::package component, trains."""
 import os
 
 from conan import ConanFile
@@ -37,4 +39,9 @@ class AotpipeTestPackageConan(ConanFile):
 
     def test(self):
         if can_run(self):
-            self.run(os.path.join(self.build_folder, "test_package"), env="conanrun")
+            # The full library writes a package of the repository's tied_lm_head example; the
+            # runtime-only consumer trains it.
+            program = os.path.join(self.source_folder, "..", "..", "examples", "pt2", "tied_lm_head.pt2")
+            package = os.path.join(self.build_folder, "tied_lm_head.aotpkg")
+            self.run(f'"{os.path.join(self.build_folder, "test_package")}" "{program}" "{package}"', env="conanrun")
+            self.run(f'"{os.path.join(self.build_folder, "package_consumer")}" "{package}"', env="conanrun")

@@ -1,7 +1,9 @@
 // Uses aotpipe from its Conan package: compiles a small function with aot_function, calls it,
 // and checks its outputs and the gradients of its parameters against the same function run
 // eagerly; then the compile cache's Redis level, which must be there exactly when the package was
-// built with_redis. Exit status 0 only when everything matches.
+// built with_redis. With `PROGRAM.pt2 OUT.aotpkg` arguments it also writes that program's package,
+// which package_consumer (linking only aotpipe::package) then trains. Exit status 0 only when
+// everything matches.
 #include <aotpipe/aotpipe.h>
 
 #include <ATen/ATen.h>
@@ -86,8 +88,12 @@ bool check_redis_level(const at::Tensor& x, const at::Tensor& weight, const at::
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   try {
+    if (argc == 3) {
+      const aotpipe::PackageSummary written = aotpipe::write_package(aotpipe::load_exported_program(argv[1]), argv[2]);
+      std::printf("test_package: wrote %s (%zu compiles)\n", argv[2], written.compiles);
+    }
     at::manual_seed(0);
     at::Tensor x = at::randn({8, 16});
     at::Tensor weight = at::randn({16, 4});

@@ -152,6 +152,35 @@ TEST(PackageTest, SeveralSetsOfSizes) {
   }
 }
 
+TEST(PackageTest, MissingSizesCompileOnDemandWhenAllowed) {
+  PackageOptions options;
+  options.sizes = {{{3, 8}}};
+  const auto path = package_of("dynamic_mlp", options);
+  const ExportedProgram exported = load_exported_program(pt2_dir() / "dynamic_mlp.pt2");
+  LoadPackageOptions on_demand;
+  on_demand.compile_missing = compile_missing_from(exported);
+  const PackagedProgram program = load_package(path, on_demand);
+  for (int repeat = 0; repeat < 2; ++repeat) {
+    const at::Tensor x = torch::randn({4, 8});
+    const TensorList expected = exported({x});
+    torch::NoGradGuard no_grad;
+    const TensorList actual = program({x});
+    testing::expect_close(actual[0], expected[0].detach(), "batch 4, compiled on demand");
+  }
+  EXPECT_EQ(program.num_compiled_on_demand(), 1u) << "the second call reuses the first's compile";
+  // A training call of the missing sizes: gradients as eager's.
+  const at::Tensor x = torch::randn({4, 8});
+  program({x})[0].sum().backward();
+  const ExportedProgram reference = load_exported_program(pt2_dir() / "dynamic_mlp.pt2");
+  reference({x})[0].sum().backward();
+  for (std::size_t i = 0; i < program.parameters().size(); ++i)
+    testing::expect_close(program.parameters()[i].tensor.grad(), reference.parameters()[i].tensor.grad(),
+                          "grad of " + program.parameters()[i].name);
+  EXPECT_EQ(program.num_compiled_on_demand(), 2u);
+  // Sizes the export does not allow are still refused, naming the input.
+  EXPECT_THROW((void)program({torch::randn({4, 9})}), Pt2Error);
+}
+
 TEST(PackageTest, SizesOutsideTheExportsRangeAreRefusedAtWrite) {
   PackageOptions options;
   options.sizes = {{{3, 17}}};  // dynamic_mlp's feature dimension is static (8)
@@ -230,8 +259,9 @@ TEST_F(BadPackageTest, CorruptedBytesAreFound) {
   EXPECT_THAT(load_error(flip(data + artifact.offset + 3, "artifact")),
               HasSubstr("compile 0 (its artifact) is corrupted"));
   // Without the up-front check, the artifact is checked at its first call.
-  const PackagedProgram unchecked =
-      load_package(scratch_dir() / "artifact.aotpkg", LoadPackageOptions{.device = std::nullopt, .verify = false});
+  LoadPackageOptions no_verify;
+  no_verify.verify = false;
+  const PackagedProgram unchecked = load_package(scratch_dir() / "artifact.aotpkg", no_verify);
   EXPECT_THROW((void)unchecked(testing::load_eager_step("tied_lm_head").inputs), PackageError);
 }
 
@@ -253,8 +283,9 @@ TEST_F(BadPackageTest, AnotherArtifactSchema) {
 }
 
 TEST_F(BadPackageTest, AnotherDevice) {
-  EXPECT_THAT(load_error(good(), {.device = c10::Device("cuda:0")}),
-              HasSubstr("was compiled for cpu; it cannot run on cuda:0"));
+  LoadPackageOptions on_cuda;
+  on_cuda.device = c10::Device("cuda:0");
+  EXPECT_THAT(load_error(good(), on_cuda), HasSubstr("was compiled for cpu; it cannot run on cuda:0"));
   if (!torch::cuda::is_available()) {
     const auto path = edited(good(), "cuda", [](PackageManifest& m, auto&) {
       m.device = c10::Device("cuda:0");

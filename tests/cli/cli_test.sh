@@ -225,6 +225,32 @@ case $mode in
     check "an unknown backend is a usage error naming the known ones" \
       bash -c "test $(rc) -eq 2 && grep -q tensorrt '$tmp/err' && grep -q cuda_graphs '$tmp/err'"
     ;;
+  packages)
+    pkg="$tmp/tied.aotpkg"
+    run compile "$src/examples/pt2/tied_lm_head.pt2" --package "$pkg"
+    check "compile --package writes a package (exit 0)" bash -c "test $(rc) -eq 0 && test -s '$pkg'"
+    check "it says what it holds" grep -qF "2 compile(s) of 'tied_lm_head' for cpu" "$tmp/out"
+    run package info "$pkg"
+    check "package info checks it (exit 0)" test "$(rc)" -eq 0
+    check "package info lists versions, device, state and both compiles" \
+      bash -c "grep -q '^built with  aotpipe .* torch ' '$tmp/out' && grep -q '^device      cpu' '$tmp/out' && grep -q '8 parameter(s)' '$tmp/out' && grep -q 'training  grad mode on   i64\[2, 6\]' '$tmp/out' && grep -q 'inference grad mode off  i64\[2, 6\]' '$tmp/out' && grep -q '^integrity   ok' '$tmp/out'"
+    run run "$pkg"
+    check "run steps each compile of the package" bash -c "test $(rc) -eq 0 && grep -qE '^tied .* ok$' '$tmp/out'"
+    python3 -c "import sys; p=sys.argv[1]; b=bytearray(open(p,'rb').read()); b[-100]^=0x5a; open(sys.argv[2],'wb').write(b)" "$pkg" "$tmp/bad.aotpkg"
+    run package info "$tmp/bad.aotpkg" "$pkg"
+    check "a corrupted package fails package info (exit 1), naming the blob; the next is still checked" \
+      bash -c "test $(rc) -eq 1 && grep -q 'bad.aotpkg: FAILED: .*is corrupted' '$tmp/out' && grep -q '^integrity   ok' '$tmp/out'"
+    run run "$tmp/bad.aotpkg"
+    check "run reports a corrupted package as failed (exit 1)" bash -c "test $(rc) -eq 1 && grep -q 'FAILED run error: .*corrupted' '$tmp/out'"
+    run compile "$src/examples/pt2/dynamic_mlp.pt2" --package "$tmp/d.aotpkg" --sizes 3x8 --sizes 5x8
+    check "--sizes compiles each set (4 compiles)" bash -c "test $(rc) -eq 0 && grep -qF '4 compile(s)' '$tmp/out'"
+    run compile "$src/examples/pt2/dynamic_mlp.pt2" --package "$tmp/d.aotpkg" --sizes 3xq
+    check "a bad --sizes is a usage error naming it" bash -c "test $(rc) -eq 2 && grep -qF \"'q' is not a size\" '$tmp/err'"
+    run compile "$src/examples/pt2/dynamic_mlp.pt2" "$src/examples/pt2/tied_lm_head.pt2" --package "$tmp/two.aotpkg"
+    check "--package takes one archive (exit 2)" bash -c "test $(rc) -eq 2 && grep -qF 'exactly one torch.export archive' '$tmp/err'"
+    run compile "$src/examples/mlp_layer.aotg" --sizes 3x8
+    check "--sizes without --package is a usage error" bash -c "test $(rc) -eq 2 && grep -qF 'only goes with --package' '$tmp/err'"
+    ;;
   shards)
     # A batch in 3 shards (as 3 tasks of a job array would run it), merged by gather.
     inputs=("$src/examples/pt2" "$src/examples/mlp_layer.aotg" "$src/examples/lstm_cell.aotg" "$fixtures/unknown_op.aotg")
