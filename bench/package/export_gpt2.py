@@ -5,21 +5,15 @@ language-model loss, with torch.export, for bench/package/package_bench.
 Usage: $AOTPIPE_PYTHON bench/package/export_gpt2.py OUT.pt2 [--layers N] [--batch B] [--seq S]
 """
 import argparse
+import os
+import sys
 
 import torch
-import torch.nn as nn
-import torch.nn.functional as F
 import transformers
 
-
-class LanguageModelLoss(nn.Module):
-    def __init__(self, model):
-        super().__init__()
-        self.model = model
-
-    def forward(self, ids, targets):
-        logits = self.model(input_ids=ids, use_cache=False, return_dict=False)[0]
-        return (F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1)),)
+# The loss wrapper the package training test exports its GPT-2 with.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "aotpkg"))
+from train_package_test import LanguageModelLoss  # noqa: E402
 
 
 def main():
