@@ -1,6 +1,8 @@
 # cmake -P script behind the `package_consumer` test: installs the build tree into a fresh
 # prefix, then configures, builds and runs tests/package/consumer against it, the way an
-# outside project would (find_package(aotpipe CONFIG REQUIRED), aotpipe::aotpipe).
+# outside project would (find_package(aotpipe CONFIG REQUIRED), aotpipe::aotpipe), and
+# tests/package/runtime_consumer (find_package(aotpipe COMPONENTS package) without oneTBB, Boost
+# or spdlog; aotpipe::package alone).
 #   -DBUILD_DIR=<aotpipe build tree> -DSOURCE_DIR=<consumer sources> -DWORK_DIR=<scratch dir>
 #   -DGENERATOR=<generator> -DBUILD_TYPE=<config> [-DAOTPIPE_TORCH_DIR=<site-packages>/torch]
 #   [-DCXX_COMPILER=<path>]
@@ -60,14 +62,17 @@ message(STATUS "package test: ${installed_count} headers installed, all includes
 
 # Nothing of the build or source tree may leak into the consumer: only the prefix is given
 # (plus where torch lives, which the installed config would otherwise default to anyway).
-set(configure_args -S ${SOURCE_DIR} -B ${consumer_build} -G ${GENERATOR}
-    -DCMAKE_BUILD_TYPE=${BUILD_TYPE} -DCMAKE_PREFIX_PATH=${prefix})
-if(AOTPIPE_TORCH_DIR)
-  list(APPEND configure_args -DAOTPIPE_TORCH_DIR=${AOTPIPE_TORCH_DIR})
-endif()
-if(CXX_COMPILER)
-  list(APPEND configure_args -DCMAKE_CXX_COMPILER=${CXX_COMPILER})
-endif()
+function(consumer_configure_args source build out)
+  set(args -S ${source} -B ${build} -G ${GENERATOR} -DCMAKE_BUILD_TYPE=${BUILD_TYPE} -DCMAKE_PREFIX_PATH=${prefix})
+  if(AOTPIPE_TORCH_DIR)
+    list(APPEND args -DAOTPIPE_TORCH_DIR=${AOTPIPE_TORCH_DIR})
+  endif()
+  if(CXX_COMPILER)
+    list(APPEND args -DCMAKE_CXX_COMPILER=${CXX_COMPILER})
+  endif()
+  set(${out} ${args} PARENT_SCOPE)
+endfunction()
+consumer_configure_args(${SOURCE_DIR} ${consumer_build} configure_args)
 step(configure ${CMAKE_COMMAND} ${configure_args})
 step(build ${CMAKE_COMMAND} --build ${consumer_build})
 step(run ${consumer_build}/consumer)
@@ -75,5 +80,21 @@ step(run ${consumer_build}/consumer)
 # on a GPU and says it did nothing elsewhere.
 if(EXISTS ${consumer_build}/cuda_consumer)
   step(run-cuda ${consumer_build}/cuda_consumer)
+endif()
+
+# A runtime-only consumer: find_package(aotpipe COMPONENTS package) must not look for the
+# compiler's dependencies (made unfindable here), and aotpipe::package alone must link, then train
+# a package that the build tree's CLI writes.
+set(runtime_build ${WORK_DIR}/runtime-consumer-build)
+consumer_configure_args(${SOURCE_DIR}/../runtime_consumer ${runtime_build} runtime_args)
+step(configure-runtime-only ${CMAKE_COMMAND} ${runtime_args} -DCMAKE_DISABLE_FIND_PACKAGE_TBB=ON
+     -DCMAKE_DISABLE_FIND_PACKAGE_Boost=ON -DCMAKE_DISABLE_FIND_PACKAGE_spdlog=ON)
+step(build-runtime-only ${CMAKE_COMMAND} --build ${runtime_build})
+if(EXISTS ${BUILD_DIR}/tools/aotpipe)
+  step(write-package ${BUILD_DIR}/tools/aotpipe compile ${SOURCE_DIR}/../../../examples/pt2/tied_lm_head.pt2
+       --package ${WORK_DIR}/tied_lm_head.aotpkg)
+  step(run-runtime-only ${runtime_build}/package_consumer ${WORK_DIR}/tied_lm_head.aotpkg)
+else()
+  message(STATUS "package test: no CLI in ${BUILD_DIR} (AOTPIPE_BUILD_TOOLS off) to write a package: the runtime-only consumer was built, not run")
 endif()
 message(STATUS "package test: passed")
