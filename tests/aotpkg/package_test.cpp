@@ -10,6 +10,9 @@
 #include <aotpipe/package/load_package.h>
 #include <aotpipe/package/package_format.h>
 
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -18,6 +21,7 @@
 #include <fstream>
 #include <functional>
 #include <iterator>
+#include <random>
 #include <string>
 #include <thread>
 #include <unistd.h>
@@ -320,6 +324,53 @@ TEST_F(BadPackageTest, MalformedArtifactWithAValidChecksum) {
     (void)program(testing::load_eager_step("tied_lm_head").inputs);
     ADD_FAILURE() << "a garbage artifact ran";
   } catch (const PackageError& e) { EXPECT_THAT(e.what(), HasSubstr("is malformed")); }
+}
+
+// The manifest mutated at random (a character replaced, removed or inserted; its checksum
+// recomputed, so the reader sees the mutation): a load and a call either work or throw an
+// exception naming what is wrong; nothing crashes, hangs or reads out of bounds (ASan builds).
+TEST_F(BadPackageTest, RandomManifestMutationsNeverCrash) {
+  const std::string bytes = read_bytes(good());
+  uint64_t manifest_size = 0;
+  for (int i = 0; i < 8; ++i)
+    manifest_size |= static_cast<uint64_t>(static_cast<unsigned char>(bytes[16 + i])) << (8 * i);
+  const std::string manifest = bytes.substr(32, manifest_size);
+  const std::string data = bytes.substr(data_start(bytes));
+  const std::string alphabet = "0123456789-.,:[]{}\"aeflnrstux ";
+  std::mt19937_64 random(46);
+  const TensorList inputs = testing::load_eager_step("tied_lm_head").inputs;
+  std::size_t loaded = 0, refused = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    std::string mutated = manifest;
+    for (int edits = 1 + static_cast<int>(random() % 3); edits > 0; --edits) {
+      const std::size_t at = random() % mutated.size();
+      const char c = alphabet[random() % alphabet.size()];
+      switch (random() % 3) {
+        case 0: mutated[at] = c; break;
+        case 1: mutated.erase(at, 1); break;
+        default: mutated.insert(at, 1, c); break;
+      }
+    }
+    // Header with the new length and checksum, padding, the same data section.
+    std::string file = bytes.substr(0, 16);
+    for (int i = 0; i < 8; ++i) file.push_back(static_cast<char>((mutated.size() >> (8 * i)) & 0xff));
+    const uint64_t checksum = XXH3_64bits(mutated.data(), mutated.size());
+    for (int i = 0; i < 8; ++i) file.push_back(static_cast<char>((checksum >> (8 * i)) & 0xff));
+    file += mutated;
+    file.resize((file.size() + kPackageAlignment - 1) / kPackageAlignment * kPackageAlignment, '\0');
+    file += data;
+    const auto path = with_bytes("mutated", file);
+    try {
+      const PackagedProgram program = load_package(path);
+      ++loaded;
+      (void)program(inputs);
+    } catch (const std::exception& e) {
+      ++refused;
+      EXPECT_NE(std::string(e.what()), "") << "trial " << trial;
+    }
+  }
+  EXPECT_GT(refused, 200u) << "most mutations break the manifest";
+  RecordProperty("loaded", static_cast<int>(loaded));
 }
 
 TEST_F(BadPackageTest, WrongNumberOfInputs) {
