@@ -42,42 +42,35 @@ LiftedState lifted_state(const ExportedProgram& program) {
   return state;
 }
 
-// The user inputs' metadata for one set of sizes (dtypes from the export's graph).
-std::vector<TensorMeta> user_input_metas(const ExportedProgram& program, const std::vector<int64_t>* const* sizes,
+// The user inputs' metadata for one set of sizes (null: the export's); dtypes are the export's.
+std::vector<TensorMeta> user_input_metas(const ExportedProgram& program, const std::vector<std::vector<int64_t>>* sizes,
                                          c10::Device device) {
   const Graph& graph = program.graph();
   const std::size_t first = graph.num_inputs() - program.num_user_inputs();
   std::vector<TensorMeta> metas;
   for (std::size_t i = 0; i < program.num_user_inputs(); ++i) {
     const TensorMeta& exported = *graph.input(first + i)->meta();
-    metas.push_back(TensorMeta::contiguous(sizes ? Dims(*sizes[i]) : exported.sizes, exported.dtype, device));
+    metas.push_back(TensorMeta::contiguous(sizes ? Dims((*sizes)[i]) : exported.sizes, exported.dtype, device));
   }
   return metas;
 }
 
 std::vector<std::vector<TensorMeta>> size_sets(const ExportedProgram& program, const PackageOptions& options) {
-  std::vector<std::vector<TensorMeta>> sets;
   if (options.sizes.empty()) {
-    if (program.sample_inputs() && program.sample_inputs()->size() == program.num_user_inputs()) {
-      std::vector<std::vector<int64_t>> sample;
-      for (const at::Tensor& t : *program.sample_inputs()) sample.push_back(t.sizes().vec());
-      std::vector<const std::vector<int64_t>*> refs;
-      refs.reserve(sample.size());
-      for (const auto& s : sample) refs.push_back(&s);
-      sets.push_back(user_input_metas(program, refs.data(), options.device));
-    } else {
-      sets.push_back(user_input_metas(program, nullptr, options.device));
-    }
-    return sets;
+    const auto& sample = program.sample_inputs();
+    if (!sample || sample->size() != program.num_user_inputs())
+      return {user_input_metas(program, nullptr, options.device)};
+    std::vector<std::vector<int64_t>> sizes;
+    for (const at::Tensor& t : *sample) sizes.push_back(t.sizes().vec());
+    return {user_input_metas(program, &sizes, options.device)};
   }
+  std::vector<std::vector<TensorMeta>> sets;
   for (std::size_t k = 0; k < options.sizes.size(); ++k) {
     const auto& set = options.sizes[k];
     if (set.size() != program.num_user_inputs())
       throw Pt2Error(fmt::format("program '{}': sizes set {} has {} inputs, the program takes {}", program.name(), k,
                                  set.size(), program.num_user_inputs()));
-    std::vector<const std::vector<int64_t>*> refs;
-    for (const auto& s : set) refs.push_back(&s);
-    sets.push_back(user_input_metas(program, refs.data(), options.device));
+    sets.push_back(user_input_metas(program, &set, options.device));
   }
   return sets;
 }
@@ -130,19 +123,17 @@ PackageSummary write_package(const ExportedProgram& program, const std::filesyst
     for (const TensorMeta& meta : inputs) user_examples.push_back(metadata_example(meta));
     const std::shared_ptr<const Graph> graph = program.graph_for(user_examples);
     TensorList args;
+    TensorList example_of(stored.size());  // per stored tensor: tied names get one example
     for (std::size_t i = 0; i < state.tensors.size(); ++i) {
-      TensorMeta meta = *graph->input(i)->meta();
-      meta.requires_grad = false;
-      at::Tensor example = metadata_example(meta);
-      if (state.tensors[i].requires_grad()) example.requires_grad_(true);
-      args.push_back(std::move(example));
+      at::Tensor& example = example_of[state.entries[i].tensor];
+      if (!example.defined()) {
+        TensorMeta meta = *graph->input(i)->meta();
+        meta.requires_grad = false;
+        example = metadata_example(meta);
+        if (state.tensors[i].requires_grad()) example.requires_grad_(true);
+      }
+      args.push_back(example);
     }
-    for (std::size_t i = 0; i < state.tensors.size(); ++i)  // tied state: one example
-      for (std::size_t j = 0; j < i; ++j)
-        if (state.entries[j].tensor == state.entries[i].tensor) {
-          args[i] = args[j];
-          break;
-        }
     args.insert(args.end(), user_examples.begin(), user_examples.end());
     for (const bool grad_mode : {true, false}) {
       if ((grad_mode && !options.training) || (!grad_mode && !options.inference)) continue;

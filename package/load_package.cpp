@@ -2,6 +2,7 @@
 #include <aotpipe/package/package_format.h>
 #include <aotpipe/package/package_versions.h>
 #include <aotpipe/backend/backends.h>
+#include <aotpipe/pipeline/lazy.h>
 #include <aotpipe/runtime/artifact_serialization.h>
 #include <aotpipe/runtime/post_compile.h>
 #ifdef AOTPIPE_HAVE_CUDA_GRAPHS
@@ -44,12 +45,12 @@ Compiler backend_named(const PackageManifest& m, const std::filesystem::path& pa
                                  path.string(), m.backend));
 }
 
-// One compile of the package: decoded and backend-compiled on its first call.
-struct Entry {
-  std::size_t index = 0;
-  mutable std::mutex mutex;
-  mutable RuntimeFn runtime;
-};
+// The flat arguments' requires_grad, as a compile's manifest records it.
+std::vector<bool> requires_grad_pattern(const TensorList& flat) {
+  std::vector<bool> pattern(flat.size());
+  for (std::size_t i = 0; i < flat.size(); ++i) pattern[i] = flat[i].defined() && flat[i].requires_grad();
+  return pattern;
+}
 
 }  // namespace
 
@@ -58,20 +59,20 @@ struct PackagedProgram::Impl {
   c10::Device device = c10::Device(c10::kCPU);
   Compiler backend;
   std::vector<NamedTensor> parameters, buffers, constants;
-  TensorList lifted;  // graph input order
-  std::vector<std::unique_ptr<Entry>> entries;
+  TensorList lifted;                      // graph input order
+  bool verified = false;                  // every blob's checksum was checked at load
+  std::vector<Lazy<RuntimeFn>> compiles;  // per manifest compile, decoded on its first call
   CompileOnDemand compile_missing;
   mutable std::mutex on_demand_mutex;
   mutable std::unordered_map<std::string, RuntimeFn> on_demand;  // by call_signature
 
   const PackageManifest& manifest() const { return file.manifest(); }
 
-  const RuntimeFn& runtime_of(const Entry& entry) const {
-    std::lock_guard lock(entry.mutex);
-    if (entry.runtime) return entry.runtime;
-    const PackageCompile& compile = manifest().compiles[entry.index];
-    const std::string what = fmt::format("compile {} (its artifact)", entry.index);
-    const std::string_view bytes = file.checked(compile.artifact, what);
+  // Compile `k` made callable: its artifact decoded and handed to the backend.
+  RuntimeFn decode(std::size_t k) const {
+    const PackageCompile& compile = manifest().compiles[k];
+    const std::string what = fmt::format("compile {} (its artifact)", k);
+    const std::string_view bytes = verified ? file.bytes(compile.artifact) : file.checked(compile.artifact, what);
     std::shared_ptr<const CompiledArtifact> artifact;
     try {
       artifact = std::make_shared<const CompiledArtifact>(
@@ -84,8 +85,7 @@ struct PackagedProgram::Impl {
                                      file.path().string(), what));
     AotConfig config;
     config.fw_compiler = backend;
-    entry.runtime = post_compile(artifact, compile_on_first_call(artifact, config));
-    return entry.runtime;
+    return post_compile(artifact, compile_on_first_call(artifact, config));
   }
 
   bool matches(const PackageCompile& c, const TensorList& user_inputs) const {
@@ -95,9 +95,10 @@ struct PackagedProgram::Impl {
   }
 
   // The callable of a call no compile serves, compiled on demand once per signature.
-  RuntimeFn on_demand_runtime(const TensorList& flat, const TensorList& user_inputs) const {
-    std::string key = at::GradMode::is_enabled() ? "grad" : "no_grad";
-    for (const at::Tensor& t : flat) key += t.defined() && t.requires_grad() ? '1' : '0';
+  RuntimeFn on_demand_runtime(bool grad_mode, const std::vector<bool>& requires_grad, const TensorList& flat,
+                              const TensorList& user_inputs) const {
+    std::string key = grad_mode ? "grad" : "no_grad";
+    for (const bool r : requires_grad) key += r ? '1' : '0';
     for (const at::Tensor& t : user_inputs) {
       const TensorMeta meta = TensorMeta::of(t);
       key += fmt::format("|{}{}{}", describe(meta), meta.strides.vec(), meta.storage_offset);
@@ -111,29 +112,19 @@ struct PackagedProgram::Impl {
   // The compile a call with `flat` arguments runs, as CompiledExportedProgram picks one: the
   // training compile under grad mode when something requires grad, the inference one otherwise;
   // null when none serves it.
-  const Entry* find(const TensorList& flat, const TensorList& user_inputs) const {
-    const bool grad_mode = at::GradMode::is_enabled();
-    std::vector<bool> requires_grad(flat.size());
-    for (std::size_t i = 0; i < flat.size(); ++i) requires_grad[i] = flat[i].defined() && flat[i].requires_grad();
+  const Lazy<RuntimeFn>* find(bool grad_mode, const std::vector<bool>& requires_grad,
+                              const TensorList& user_inputs) const {
+    const std::vector<PackageCompile>& all = manifest().compiles;
+    for (std::size_t k = 0; k < all.size(); ++k)
+      if (all[k].grad_mode == grad_mode && all[k].requires_grad == requires_grad && matches(all[k], user_inputs))
+        return &compiles[k];
+    // No autograd needed: any inference compile of these sizes serves (frozen parameters).
     const bool needs_autograd =
         grad_mode && std::find(requires_grad.begin(), requires_grad.end(), true) != requires_grad.end();
-    for (const auto& entry : entries) {
-      const PackageCompile& c = manifest().compiles[entry->index];
-      if (c.grad_mode == grad_mode && c.requires_grad == requires_grad && matches(c, user_inputs)) return entry.get();
-    }
-    // No autograd needed: any inference compile of these sizes serves (frozen parameters).
     if (!needs_autograd)
-      for (const auto& entry : entries) {
-        const PackageCompile& c = manifest().compiles[entry->index];
-        if (!c.training && matches(c, user_inputs)) return entry.get();
-      }
+      for (std::size_t k = 0; k < all.size(); ++k)
+        if (!all[k].training && matches(all[k], user_inputs)) return &compiles[k];
     return nullptr;
-  }
-
-  PackageError no_compile(const TensorList& flat, const TensorList& user_inputs) const {
-    std::vector<bool> requires_grad(flat.size());
-    for (std::size_t i = 0; i < flat.size(); ++i) requires_grad[i] = flat[i].defined() && flat[i].requires_grad();
-    return no_compile(at::GradMode::is_enabled(), requires_grad, user_inputs);
   }
 
   PackageError no_compile(bool grad_mode, const std::vector<bool>& requires_grad, const TensorList& user_inputs) const {
@@ -206,7 +197,6 @@ PackagedProgram load_package(const std::filesystem::path& path, LoadPackageOptio
   // The state: views of the mapped file (CPU) or copies on the device; one tensor per stored
   // tensor, so tied names stay one leaf.
   TensorList stored(m.tensors.size());
-  std::vector<bool> grad_set(m.tensors.size(), false);
   for (std::size_t i = 0; i < m.tensors.size(); ++i) {
     const PackageTensor& t = m.tensors[i];
     void* data = impl->file.address(t.blob);
@@ -219,10 +209,7 @@ PackagedProgram load_package(const std::filesystem::path& path, LoadPackageOptio
   }
   for (const PackageStateEntry& s : m.state) {
     at::Tensor& t = stored[s.tensor];
-    if (s.kind == PackageStateEntry::Kind::Parameter && s.requires_grad && !grad_set[s.tensor]) {
-      t.requires_grad_(true);
-      grad_set[s.tensor] = true;
-    }
+    if (s.kind == PackageStateEntry::Kind::Parameter && s.requires_grad) t.requires_grad_(true);
     impl->lifted.push_back(t);
     NamedTensor named{s.name, t};
     switch (s.kind) {
@@ -233,10 +220,9 @@ PackagedProgram load_package(const std::filesystem::path& path, LoadPackageOptio
   }
   for (std::size_t k = 0; k < m.compiles.size(); ++k) {
     if (options.verify) impl->file.checked(m.compiles[k].artifact, fmt::format("compile {} (its artifact)", k));
-    auto entry = std::make_unique<Entry>();
-    entry->index = k;
-    impl->entries.push_back(std::move(entry));
+    impl->compiles.push_back(Lazy<RuntimeFn>::deferred([raw = impl.get(), k] { return raw->decode(k); }));
   }
+  impl->verified = options.verify;
   PackagedProgram program;
   program.impl_ = std::move(impl);
   return program;
@@ -249,9 +235,12 @@ TensorList PackagedProgram::operator()(const TensorList& user_inputs) const {
                                    user_inputs.size(), impl.manifest().num_user_inputs));
   TensorList flat = impl.lifted;
   flat.insert(flat.end(), user_inputs.begin(), user_inputs.end());
-  if (const Entry* entry = impl.find(flat, user_inputs)) return impl.runtime_of(*entry)(std::move(flat));
-  if (!impl.compile_missing) throw impl.no_compile(flat, user_inputs);
-  const RuntimeFn runtime = impl.on_demand_runtime(flat, user_inputs);
+  const bool grad_mode = at::GradMode::is_enabled();
+  const std::vector<bool> requires_grad = requires_grad_pattern(flat);
+  if (const Lazy<RuntimeFn>* compiled = impl.find(grad_mode, requires_grad, user_inputs))
+    return compiled->get()(std::move(flat));
+  if (!impl.compile_missing) throw impl.no_compile(grad_mode, requires_grad, user_inputs);
+  const RuntimeFn runtime = impl.on_demand_runtime(grad_mode, requires_grad, flat, user_inputs);
   return runtime(std::move(flat));
 }
 

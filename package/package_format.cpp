@@ -119,7 +119,7 @@ class Reader {
   const json& field(const json& object, const char* key, const std::string& where) const {
     if (!object.is_object()) fail(where, "not an object");
     auto it = object.find(key);
-    if (it == object.end()) fail(where.empty() ? key : where + "." + key, "missing");
+    if (it == object.end()) fail(where_of(where, key), "missing");
     return *it;
   }
   std::string where_of(const std::string& where, const char* key) const {
@@ -296,7 +296,7 @@ std::string_view to_string(PackageStateEntry::Kind kind) {
 }
 
 std::string_view PackageFile::checked(const PackageBlob& blob, std::string_view what) const {
-  std::string_view bytes(data_ + blob.offset, blob.size);
+  const std::string_view bytes = this->bytes(blob);
   if (checksum_of(bytes) != blob.checksum)
     throw PackageError(fmt::format("package '{}': {} is corrupted (its checksum does not match the manifest's)",
                                    path_.string(), what));

@@ -98,6 +98,8 @@ class PackageFile {
   const std::filesystem::path& path() const { return path_; }
   const PackageManifest& manifest() const { return manifest_; }
   uint64_t file_size() const { return file_size_; }
+  // The blob's bytes (their range is checked at open, their checksum is not).
+  std::string_view bytes(const PackageBlob& blob) const { return {data_ + blob.offset, blob.size}; }
   // The blob's bytes, after checking its checksum (PackageError naming `what` on a mismatch).
   std::string_view checked(const PackageBlob& blob, std::string_view what) const;
   // Writable (copy-on-write) address of the blob; not checked.

@@ -116,7 +116,6 @@ PackageRun run_package(const std::filesystem::path& path, uint64_t seed) {
     run.ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     run.num_outputs = outputs.size();
   }
-  for (const NamedTensor& p : program.parameters()) p.tensor.mutable_grad() = at::Tensor();
   return run;
 }
 
