@@ -13,7 +13,8 @@ Compiler named_compiler(std::string identity, Compiler compiler);
 
 namespace backends {
 
-// Runs the graph with aotpipe's Interpreter (boxed ATen calls, values freed at last use).
+// Runs the graph with aotpipe's Interpreter (boxed ATen calls, values freed at last use, pointwise
+// ops re-inplaced into intermediates nothing else holds).
 Compiler interpreter();
 
 }  // namespace backends

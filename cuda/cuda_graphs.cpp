@@ -31,7 +31,7 @@ std::shared_ptr<cuda_detail::SharedCapture> shared_capture(const CudaGraphOption
 Compiler cuda_graphs(CudaGraphOptions options) {
   return named_compiler(
       identity(options), [options](const Graph& graph, const std::vector<TensorMeta>&) -> CompiledGraph {
-        auto interpreter = std::make_shared<const Interpreter>(graph);
+        auto interpreter = std::make_shared<const Interpreter>(graph, InterpreterOptions{.reinplace = true});
         if (std::optional<std::string> why = cuda_graph_refusal(graph)) {
           report_backend_note(fmt::format("cuda_graphs: graph '{}' runs in the interpreter: {}", graph.name(), *why));
           return [interpreter](TensorList args) { return interpreter->run(std::move(args)); };

@@ -1,6 +1,7 @@
 #include <aotpipe/graph/autocast_region.h>
 #include <aotpipe/graph/interpreter.h>
 #include <aotpipe/graph/kernel_arguments.h>
+#include <aotpipe/graph/op_properties.h>
 
 #include <ATen/core/Tensor.h>
 #include <ATen/core/stack.h>
@@ -33,6 +34,10 @@ struct Instruction {
   std::string label;                                // "%mul = aten::mul.Tensor" for error messages
   std::vector<std::optional<TensorMeta>> declared;  // filled only with InterpreterOptions::check_meta
   std::optional<AutocastRegion> autocast;           // the node ran under torch.autocast in the program
+  // InterpreterOptions::reinplace: the in-place twin, and the result's layout self must have.
+  std::optional<c10::OperatorHandle> inplace;
+  std::optional<TensorMeta> inplace_layout;
+  std::size_t inplace_arg = 0;  // the argument written: self, or `other` of a commutative op
 };
 }  // namespace
 
@@ -43,6 +48,7 @@ struct Interpreter::Program {
   std::vector<std::pair<int, at::Tensor>> constants;
   std::vector<Instruction> instructions;
   std::vector<SlotRead> outputs;
+  std::size_t num_reinplaceable = 0;
 };
 
 namespace {
@@ -51,6 +57,73 @@ bool is_optional_tensor_list(const c10::TypePtr& type) {
       type->kind() == c10::TypeKind::OptionalType ? type->expectRef<c10::OptionalType>().getElementType() : type;
   if (t->kind() != c10::TypeKind::ListType) return false;
   return t->expectRef<c10::ListType>().getElementType()->kind() == c10::TypeKind::OptionalType;
+}
+
+// A value whose memory a call of this graph allocated: a fresh result, or a view of one (followed
+// through `self` of the alias-annotated returns: view, t, _reshape_alias...). Never memory that
+// came from outside (an input, a constant), which a caller might still reach some other way. Who
+// else holds the memory is the run-time check's business: a schema that hides an alias, like
+// _unsafe_view's, is caught there by the storage count.
+bool is_intermediate_memory(const Value& v) {
+  const Value* value = &v;
+  for (;;) {
+    const Node* producer = value->producer();
+    if (!producer || !producer->is_call()) return false;
+    const auto& returns = producer->schema().returns();
+    const std::size_t k = value->output_index();
+    if (k >= returns.size() || returns[k].type()->kind() != c10::TypeKind::TensorType) return false;
+    if (!returns[k].alias_info()) return true;
+    if (producer->args().empty() || !producer->args()[0].is_value()) return false;
+    value = producer->args()[0].value();
+  }
+}
+
+bool same_layout(const TensorMeta& a, const TensorMeta& b) {
+  return a.dtype == b.dtype && a.sizes == b.sizes && a.strides == b.strides && a.storage_offset == b.storage_offset;
+}
+
+// add(a, b) with alpha 1 and mul(a, b) are b + a and b * a, bit for bit: their result may go
+// into `other` as well (the tied embedding's gradient: t(mm) + embedding_dense_backward).
+bool is_commutative(const Node& node) {
+  const std::string name = node.qualified_name();
+  if (name == "aten::mul.Tensor") return true;
+  if (name != "aten::add.Tensor") return false;
+  const auto& args = node.args();
+  return args.size() < 3 || (args[2].is_constant() && args[2].constant().isInt() && args[2].constant().toInt() == 1);
+}
+
+// Where the static conditions of re-inplacing hold for `node`: an argument read for the last time,
+// in memory the graph allocated, with the result's layout, that the op's in-place twin may write.
+void plan_reinplace(Instruction& instr, const Node& node) {
+  // Under autocast a functional op may cast its arguments where its in-place twin would not.
+  if (instr.autocast || node.outputs().size() != 1 || !node.output()->meta()) return;
+  const TensorMeta& out = *node.output()->meta();
+  auto writable = [&](std::size_t k) {
+    if (k >= node.args().size() || !node.args()[k].is_value() || instr.args[k].kind != ArgSource::Kind::Slot ||
+        !instr.args[k].read.move)
+      return false;
+    const Value& in = *node.args()[k].value();
+    return in.meta() && is_intermediate_memory(in) && same_layout(*in.meta(), out);
+  };
+  if (writable(0))
+    instr.inplace_arg = 0;
+  else if (is_commutative(node) && writable(1))
+    instr.inplace_arg = 1;
+  else
+    return;
+  instr.inplace = pointwise_inplace_variant(node.op());
+  if (instr.inplace) instr.inplace_layout = out;
+}
+
+// The run-time half: nothing but the stack holds the tensor or shares its storage.
+bool may_write_in_place(const Instruction& instr, const c10::IValue& self) {
+  if (!self.isTensor()) return false;
+  const at::Tensor& t = self.toTensor();
+  if (!t.defined() || t.use_count() != 1 || !t.has_storage() || t.storage().use_count() != 1 || t.requires_grad())
+    return false;
+  const TensorMeta& want = *instr.inplace_layout;
+  return t.scalar_type() == want.dtype && t.sizes() == c10::IntArrayRef(want.sizes) &&
+         t.strides() == c10::IntArrayRef(want.strides) && t.storage_offset() == want.storage_offset;
 }
 
 }  // namespace
@@ -94,7 +167,7 @@ Interpreter::Interpreter(const Graph& graph, InterpreterOptions options) {
       program->constants.emplace_back(assign(node.output()), it->second);
       continue;
     }
-    Instruction instr{node.op(), {}, {}, false, node.label(), {}, AutocastRegion::of(node)};
+    Instruction instr{node.op(), {}, {}, false, node.label(), {}, AutocastRegion::of(node), {}, {}, 0};
     std::size_t k = 0;
     auto read = [&](const Value* v) {
       const std::size_t id = id_of(v);
@@ -120,6 +193,8 @@ Interpreter::Interpreter(const Graph& graph, InterpreterOptions options) {
       }
       instr.args.push_back(std::move(src));
     }
+    if (options.reinplace) plan_reinplace(instr, node);
+    if (instr.inplace) ++program->num_reinplaceable;
     const auto& returns = node.schema().returns();
     instr.list_return = returns.size() == 1 && returns[0].type()->kind() == c10::TypeKind::ListType;
     for (Value* out : node.outputs()) {
@@ -144,6 +219,7 @@ Interpreter::Interpreter(Interpreter&&) noexcept = default;
 Interpreter& Interpreter::operator=(Interpreter&&) noexcept = default;
 
 std::size_t Interpreter::num_slots() const { return program_->num_slots; }
+std::size_t Interpreter::num_reinplaceable() const { return program_->num_reinplaceable; }
 
 namespace {
 c10::IValue take(std::vector<c10::IValue>& slots, const SlotRead& r) {
@@ -211,7 +287,9 @@ std::vector<c10::IValue> Interpreter::run_boxed(std::vector<c10::IValue> inputs)
     try {
       std::optional<AutocastGuard> autocast;
       if (instr.autocast) autocast.emplace(*instr.autocast);
-      instr.op.callBoxed(stack);
+      const bool in_place = instr.inplace && may_write_in_place(instr, stack[instr.inplace_arg]);
+      if (in_place && instr.inplace_arg != 0) std::swap(stack[0], stack[instr.inplace_arg]);
+      (in_place ? *instr.inplace : instr.op).callBoxed(stack);
     } catch (const std::exception& e) {
       throw GraphError(fmt::format("interpreter: graph '{}': {} failed: {}", p.graph_name, instr.label, e.what()));
     }

@@ -2,6 +2,8 @@
 // Properties of ATen operators that more than one component decides on.
 #include <ATen/core/dispatch/Dispatcher.h>
 
+#include <optional>
+
 namespace aotpipe {
 
 // Ops whose output value or shape depends on tensor data, so computing them needs the data on
@@ -10,5 +12,11 @@ namespace aotpipe {
 // DataDependentOutputException / DynamicOutputShapeException); a CUDA graph cannot hold them
 // (they synchronise with the host).
 bool has_data_dependent_output(const c10::OperatorHandle& op);
+
+// The in-place overload of a pointwise op (`aten::add_.Tensor` for `aten::add.Tensor`): tagged
+// pointwise, one fresh tensor result, and an in-place twin that takes the same arguments with
+// `self` written. Where the result has self's dtype, sizes and strides, the twin computes the
+// same values into self, which a caller may use when nothing else can see self (re-inplacing).
+std::optional<c10::OperatorHandle> pointwise_inplace_variant(const c10::OperatorHandle& op);
 
 }  // namespace aotpipe

@@ -28,6 +28,26 @@ std::size_t eliminate_dead_code(Graph& graph) {
   return dead.size();
 }
 
+std::size_t drop_unread_arguments(Graph& graph) {
+  // native_batch_norm_backward(grad_out, input, weight, running_mean, running_var, save_mean,
+  //                            save_invstd, train, eps, output_mask)
+  constexpr std::size_t kRunningMean = 3, kRunningVar = 4, kTrain = 7;
+  std::size_t dropped = 0;
+  for (Node* node : graph.nodes()) {
+    if (!node->is_call() || node->qualified_name() != "aten::native_batch_norm_backward") continue;
+    auto& args = node->args();
+    if (args.size() <= kTrain || !args[kTrain].is_constant() || !args[kTrain].constant().isBool() ||
+        !args[kTrain].constant().toBool())
+      continue;
+    for (std::size_t k : {kRunningMean, kRunningVar}) {
+      if (!args[k].is_value()) continue;
+      args[k] = Argument::none();
+      ++dropped;
+    }
+  }
+  return dropped;
+}
+
 Graph extract_subgraph(const Graph& graph, std::span<Value* const> inputs, std::span<Value* const> outputs,
                        std::string name) {
   Graph sub(std::move(name));

@@ -13,6 +13,14 @@ namespace aotpipe {
 // forward nodes in the backward. Returns the number of nodes removed.
 std::size_t eliminate_dead_code(Graph& graph);
 
+// Replaces with None the arguments that a kernel reads only in a mode the node does not use,
+// so that nothing keeps their values alive for it: native_batch_norm_backward's running mean
+// and variance when `train` is true (the kernels and PyTorch's decomposition then read only the
+// saved batch statistics). In a joint graph those values are the updated running statistics,
+// which the partitioner would otherwise save for the backward, where eager autograd saves the
+// buffers themselves. Returns the number of arguments dropped.
+std::size_t drop_unread_arguments(Graph& graph);
+
 // A new graph computing `outputs` from `inputs` (values of `graph`): its placeholders are
 // `inputs` (same names and metadata) and its nodes the ones between them, in the original
 // order. Throws GraphError naming the value when an output depends on a graph input that is

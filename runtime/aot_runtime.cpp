@@ -5,9 +5,29 @@
 #include <ATen/ATen.h>
 #include <fmt/format.h>
 #include <torch/csrc/autograd/custom_function.h>
+#include <torch/csrc/autograd/graph_task.h>
 #include <torch/csrc/autograd/variable.h>
 
 #include <stdexcept>
+
+namespace aotpipe {
+struct ReleaseSavedVariables {};
+}  // namespace aotpipe
+
+// Note [Clearing saved tensors] (PyTorch's CompiledFunction.backward calls
+// ctx.maybe_clear_saved_tensors()): when the graph is not retained, the context's saved tensors
+// are dropped before the compiled backward runs, so that the backward graph frees each one at its
+// last use, as eager autograd frees each node's. Otherwise all of them would stay alive until the
+// whole backward returned, and the step's peak memory would exceed eager's. AutogradContext's
+// saved tensors are private to CppNode<T>, for every T; this specialization is that access, used
+// while CppNode<CompiledAutogradFunction>::apply holds the node's lock.
+template <>
+struct torch::autograd::CppNode<aotpipe::ReleaseSavedVariables> {
+  static void release(AutogradContext& ctx) {
+    ctx.saved_variables_.clear();
+    ctx.has_freed_buffers_ = true;  // a second backward then fails as eager's does
+  }
+};
 
 namespace aotpipe {
 namespace {
@@ -63,10 +83,13 @@ struct CompiledArtifacts {
   }
 };
 
-// Keeps the artifacts alive for as long as the autograd graph that may run their backward.
+// Keeps the artifacts alive for as long as the autograd graph that may run their backward, with
+// what the backward needs to make a zero gradient for a tangent that autograd left undefined.
 struct ArtifactsHolder : torch::CustomClassHolder {
-  explicit ArtifactsHolder(std::shared_ptr<const CompiledArtifacts> a) : artifacts(std::move(a)) {}
+  ArtifactsHolder(std::shared_ptr<const CompiledArtifacts> a, std::vector<torch::autograd::VariableInfo> tangents)
+      : artifacts(std::move(a)), tangent_infos(std::move(tangents)) {}
   std::shared_ptr<const CompiledArtifacts> artifacts;
+  std::vector<torch::autograd::VariableInfo> tangent_infos;  // per autograd return the joint has a tangent for
 };
 
 // The per-call channel between apply() and forward(): the artifacts in, the forward returns
@@ -102,9 +125,19 @@ struct CompiledAutogradFunction : torch::autograd::Function<CompiledAutogradFunc
                                            a.name, fw_outs.size(), num_returns + a.num_saved));
     ctx->save_for_backward(variable_list(fw_outs.begin() + static_cast<std::ptrdiff_t>(num_returns), fw_outs.end()));
     fw_outs.resize(num_returns);
-    ctx->saved_data["artifacts"] = c10::IValue::make_capsule(c10::make_intrusive<ArtifactsHolder>(frame->artifacts));
 
     const auto& mask = a.autograd_returns;
+    // Autograd would make a zero gradient for every return that got none, the mutated buffers'
+    // new values included (a BatchNorm's running statistics: three per layer, alive through the
+    // whole backward). Only the returns the backward graph takes a tangent for need one, and
+    // backward() makes those (PyTorch's ctx._materialize_non_diff_grads = False).
+    ctx->set_materialize_grads(false);
+    std::vector<torch::autograd::VariableInfo> tangent_infos;
+    for (std::size_t i = 0; i < num_returns; ++i)
+      if (mask[i] && a.tangent_mask[i]) tangent_infos.emplace_back(fw_outs[i]);
+    ctx->saved_data["artifacts"] =
+        c10::IValue::make_capsule(c10::make_intrusive<ArtifactsHolder>(frame->artifacts, std::move(tangent_infos)));
+
     const std::size_t num_mutated = a.meta.mutated_inp_runtime_indices.size();
     variable_list returns;
     std::vector<at::Tensor> non_differentiable;
@@ -128,12 +161,21 @@ struct CompiledAutogradFunction : torch::autograd::Function<CompiledAutogradFunc
     const CompiledArtifacts* a = holder->artifacts.get();
     const auto& returns_mask = a->autograd_returns;
     TensorList bw_args = ctx->get_saved_variables();
+    if (!torch::autograd::get_current_graph_task_keep_graph())
+      torch::autograd::CppNode<ReleaseSavedVariables>::release(*ctx);
     std::size_t grad_index = 0;
+    std::size_t tangent_index = 0;
     for (std::size_t i = 0; i < returns_mask.size(); ++i) {
       if (!returns_mask[i]) continue;
-      at::Tensor g = grad_outputs[grad_index++];
+      at::Tensor g = std::move(grad_outputs[grad_index++]);
       if (!a->tangent_mask[i]) continue;
-      bw_args.push_back(g.defined() ? g.contiguous() : g);
+      const torch::autograd::VariableInfo& info = holder->tangent_infos.at(tangent_index++);
+      if (g.defined()) {
+        bw_args.push_back(g.contiguous());
+      } else {
+        c10::OptionalDeviceGuard device_guard;
+        bw_args.push_back(info.zeros(device_guard));
+      }
     }
     // create_graph=True: the first-order gradients are computed as usual; they get a grad_fn
     // that refuses only when a second-order gradient has to flow through it (as PyTorch's

@@ -408,8 +408,15 @@ TraceResult trace_joint(const TraceFunction& fn, const TensorList& example_input
         else
           grads.resize(wrt.size());
         for (std::size_t i = 0; i < wrt.size(); ++i) {
-          if (!grads[i].defined()) undefined_grads.push_back(i);
-          result.push_back(grads[i].defined() ? grads[i] : at::zeros_like(wrt[i]));
+          if (grads[i].defined()) {
+            result.push_back(grads[i]);
+            continue;
+          }
+          // A placeholder the runtime replaces with an undefined gradient (as PyTorch's None):
+          // one zero expanded, so that neither the partitioner nor the backward allocates a
+          // primal-sized tensor of zeros only to drop it.
+          undefined_grads.push_back(i);
+          result.push_back(at::zeros({}, wrt[i].options()).expand(wrt[i].sizes()));
         }
         num_grads = wrt.size();
       }

@@ -11,10 +11,14 @@
 //                    gradients, .grad reset), median of interleaved batches
 //   interpreted_step_ms  the same step through the exported program run by the interpreter
 //   compiled_eval_ms, interpreted_eval_ms  one eval-mode call (NAME.eval.pt2) under no_grad
+//   compiled_peak_bytes, interpreted_peak_bytes  the most CPU memory the first training step
+//                    after the compile holds at once beyond what was live before it (tensors
+//                    allocated during the step, counted by tools/memory_meter until freed)
 //   ops_forward, ops_backward  nodes of the compiled forward and backward graphs
 //   train_error      why the training step failed, where it did (the other figures are absent)
 #include <aotpipe/export/compiled_exported_program.h>
 
+#include "cpu_memory_meter.h"
 #include "median_time.h"
 
 #include <nlohmann/json.hpp>
@@ -35,23 +39,33 @@ using aotpipe::TensorList;
 namespace bench = aotpipe::bench;
 
 // A training step: the call, a backward with one fixed gradient per differentiable output, and
-// .grad reset (as zero_grad(set_to_none=True)) so steps do not accumulate.
+// .grad reset (as zero_grad(set_to_none=True)) so steps do not accumulate. The gradients are made
+// at the first step and kept, as zoo_table.py's eager step keeps its own: a step's memory is the
+// model's, not its seeds'.
 struct Step {
   std::function<TensorList(const TensorList&)> call;
   const aotpipe::ExportedProgram* program;
   TensorList inputs;
+  mutable TensorList seeds;
   void operator()() const {
     const TensorList outputs = call(inputs);
-    TensorList differentiable, seeds;
+    TensorList differentiable;
     for (const at::Tensor& o : outputs)
-      if (o.requires_grad()) {
-        differentiable.push_back(o);
-        seeds.push_back(at::ones_like(o));
-      }
+      if (o.requires_grad()) differentiable.push_back(o);
+    if (seeds.empty())
+      for (const at::Tensor& o : differentiable) seeds.push_back(at::ones_like(o));
     if (!differentiable.empty()) torch::autograd::backward(differentiable, seeds);
     for (const aotpipe::NamedTensor& p : program->parameters()) p.tensor.mutable_grad().reset();
   }
 };
+
+// Bytes a step holds at its peak beyond what was live before it (cpu_memory_meter.h).
+std::int64_t peak_bytes(const Step& step) {
+  aotpipe_meter_start();
+  step();
+  aotpipe_meter_stop();
+  return aotpipe_meter_peak_bytes();
+}
 
 TensorList sample_inputs(const aotpipe::ExportedProgram& program) {
   if (!program.sample_inputs()) throw std::runtime_error(program.name() + ": the archive has no sample inputs");
@@ -78,6 +92,17 @@ void measure_training(const std::filesystem::path& train, nlohmann::json& row, i
   // The interpreted program gets its own load: the two steps must not share parameters' .grad.
   aotpipe::ExportedProgram interpreted = aotpipe::load_exported_program(train);
   Step interpreted_step{[&](const TensorList& in) { return interpreted(in); }, &interpreted, inputs};
+  // The first steps (after one that makes the seeds): what a backend allocates once, an
+  // arena, is counted too.
+  const TensorList seeds = [&] {
+    aotpipe::ExportedProgram scratch = aotpipe::load_exported_program(train);
+    Step first{[&](const TensorList& in) { return scratch(in); }, &scratch, inputs};
+    first();
+    return first.seeds;
+  }();
+  compiled_step.seeds = interpreted_step.seeds = seeds;
+  row["compiled_peak_bytes"] = peak_bytes(compiled_step);
+  row["interpreted_peak_bytes"] = peak_bytes(interpreted_step);
   const auto steps = bench::interleaved_median_ms(samples, batch_ms, compiled_step, interpreted_step);
   row["compiled_step_ms"] = steps[0];
   row["interpreted_step_ms"] = steps[1];
@@ -109,6 +134,10 @@ nlohmann::json measure(const std::filesystem::path& zoo, const std::string& name
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (!aotpipe_meter_install()) {
+    std::cerr << "zoo_step_bench: cannot install the CPU memory meter\n";
+    return 2;
+  }
   std::filesystem::path zoo;
   std::set<std::string> only;
   int samples = 7;

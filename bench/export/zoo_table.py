@@ -13,6 +13,10 @@ Columns (milliseconds, medians):
   compiled     the same step of the compiled program from C++
   interp.      the same step of the exported program run by aotpipe's interpreter (no compile)
   c/e          compiled / eager (below 1: the compiled step is faster)
+  peak e / c   MB: the most CPU memory one training step holds at once beyond what was live before
+               it, eager / compiled (tools/memory_meter, the same allocator in both processes);
+               the compiled step is its first after the compile, so buffers a backend keeps count
+  m c/e        compiled peak / eager peak
   eval e / c   one eval-mode call under no_grad: eager / compiled
   result       the zoo test (zoo_test --gtest_filter=Zoo.NAME): ok, FAILED, or skipped (no export)
 
@@ -35,6 +39,9 @@ import torch  # noqa: E402
 
 import export_zoo as zoo  # noqa: E402
 
+sys.path.insert(0, os.path.join(ROOT, "tools", "memory_meter"))
+from cpu_memory_meter import CpuMemoryMeter  # noqa: E402
+
 
 def zoo_dir():
     out = subprocess.run([os.path.join(ROOT, "scripts", "zoo-export")], check=True, stdout=subprocess.PIPE, text=True)
@@ -47,6 +54,21 @@ def eager_round(models):
     for name, (initial, inputs, grad_outputs) in models.items():
         times[name] = zoo.timings(initial, inputs, grad_outputs)
     return times
+
+
+def eager_peak_bytes(meter, initial, inputs, grad_outputs):
+    """The most CPU memory one eager training step holds at once beyond what was live before it
+    (forward, backward, zero_grad), after one warm-up step: zoo_step_bench's step, in Python."""
+    model = copy.deepcopy(initial).train()
+
+    def step():
+        outs = zoo.as_list(model(*inputs))
+        diff = [(o, g) for o, g in zip(outs, grad_outputs) if o.requires_grad and g.numel() == o.numel() and g.numel()]
+        torch.autograd.backward([o for o, _ in diff], [g for _, g in diff])
+        model.zero_grad(set_to_none=True)
+
+    step()
+    return meter.peak_bytes(step)
 
 
 def bench_round(bench, zoo_path, names):
@@ -83,6 +105,10 @@ def median(values):
     return statistics.median(values) if values else None
 
 
+def megabytes(v):
+    return "-" if v is None else f"{v / 1e6:.2f}"
+
+
 def fmt(v, digits=1):
     return "-" if v is None else f"{v:.{digits}f}"
 
@@ -110,6 +136,8 @@ def main():
         models[name] = (initial, inputs, zoo.seeds_for(outputs))
 
     bench = os.path.join(opts.build, "bench", "export", "zoo_step_bench")
+    meter = CpuMemoryMeter(opts.build)
+    eager_peak = {name: eager_peak_bytes(meter, *models[name]) for name in exported}
     eager, compiled = [], []
     for r in range(opts.rounds):
         print(f"round {r + 1}/{opts.rounds}: eager", file=sys.stderr, flush=True)
@@ -120,13 +148,14 @@ def main():
 
     print(f"torch {manifest['torch']}, torchvision {manifest['torchvision']}, timm {manifest['timm']}, "
           f"transformers {manifest['transformers']}; {os.cpu_count()} CPUs; medians of {opts.rounds} rounds (ms)\n")
-    print("| model | library | ops | compile | first step | eager | compiled | interp. | c/e | eval e / c | result |")
-    print("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|---|")
-    ratios = []
+    print("| model | library | ops | compile | first step | eager | compiled | interp. | c/e | peak e / c | m c/e "
+          "| eval e / c | result |")
+    print("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|")
+    ratios, memory_ratios = [], []
     for m in entries:
         name = m["name"]
         if m["status"] == "export_failed":
-            print(f"| {name} | {m['library']} | - | - | - | - | - | - | - | - | not exportable: {m.get('error', '?').splitlines()[0][:120]} |")
+            print(f"| {name} | {m['library']} | - | - | - | - | - | - | - | - | - | - | not exportable: {m.get('error', '?').splitlines()[0][:120]} |")
             continue
         rows = [c.get(name, {}) for c in compiled]
         col = lambda key: median([row.get(key) for row in rows])  # noqa: E731
@@ -136,6 +165,10 @@ def main():
         ratio = c_train / e_train if c_train and e_train else None
         if ratio:
             ratios.append(ratio)
+        e_peak, c_peak = eager_peak.get(name), col("compiled_peak_bytes")
+        memory_ratio = c_peak / e_peak if c_peak is not None and e_peak else None
+        if memory_ratio is not None:
+            memory_ratios.append(memory_ratio)
         errors = [row["error"] for row in rows if "error" in row]
         train_errors = [row["train_error"] for row in rows if "train_error" in row]
         result = results.get(name, "?") + (f" (bench: {errors[0][:80]})" if errors else "")
@@ -143,11 +176,13 @@ def main():
             result += f" (training step refused: {train_errors[0].split('failed: ')[-1][:90]})"
         print(f"| {name} | {m['library']} | {m.get('train_ops', '-')} | {fmt(col('compile_ms'))} | "
               f"{fmt(col('first_step_ms'))} | {fmt(e_train, 2)} | {fmt(c_train, 2)} | "
-              f"{fmt(col('interpreted_step_ms'), 2)} | {fmt(ratio, 2)} | {fmt(e_eval, 2)} / "
+              f"{fmt(col('interpreted_step_ms'), 2)} | {fmt(ratio, 2)} | {megabytes(e_peak)} / {megabytes(c_peak)} | "
+              f"{fmt(memory_ratio, 2)} | {fmt(e_eval, 2)} / "
               f"{fmt(col('compiled_eval_ms'), 2)} | {result} |")
-    if ratios:
-        print(f"\ncompiled / eager training step: median {statistics.median(ratios):.2f}, "
-              f"min {min(ratios):.2f}, max {max(ratios):.2f} over {len(ratios)} models")
+    for what, values in (("training step time", ratios), ("training step peak memory", memory_ratios)):
+        if values:
+            print(f"\ncompiled / eager {what}: geomean {statistics.geometric_mean(values):.2f}, median "
+                  f"{statistics.median(values):.2f}, min {min(values):.2f}, max {max(values):.2f} over {len(values)} models")
     print("results: " + ", ".join(f"{v} {list(results.values()).count(v)}" for v in sorted(set(results.values()))))
 
 

@@ -1,5 +1,7 @@
 #include <aotpipe/stages/joint/joint.h>
 
+#include <aotpipe/graph/passes.h>
+
 #include <aotpipe/tracer/tracer.h>
 
 #include <ATen/core/grad_mode.h>
@@ -51,6 +53,7 @@ JointResult program_of_trace(TraceResult traced, const AnalyzedFunction& functio
   if (function.needs_autograd) {
     auto joint = std::make_shared<JointGraph>();
     joint->graph = std::move(traced.graph);
+    drop_unread_arguments(joint->graph);  // before the partitioner decides what to save
     joint->num_primals = function.args.size();
     joint->num_fwd_outputs = traced.num_user_outputs;
     if (joint->num_fwd_outputs != function.meta.num_forward_returns)

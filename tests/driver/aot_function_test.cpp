@@ -256,5 +256,41 @@ TEST(AotFunctionRuntime, CreateGraphWorksOnceAndDoubleBackwardRaises) {
   EXPECT_FALSE(g1[0].requires_grad());
 }
 
+// The compiled backward frees the forward's saved tensors as it goes (Note [Clearing saved
+// tensors]); a second backward without retain_graph then fails as eager's does, and with
+// retain_graph both backwards see them.
+TEST(AotFunctionRuntime, SecondBackwardNeedsRetainGraphAsInEager) {
+  auto fn = [](const TensorList& a) { return TensorList{(a[0] * a[0]).sin()}; };
+  CompiledFunction f = aot_function(fn);
+  at::Tensor x = torch::randn({5}, torch::requires_grad());
+  at::Tensor y = f({x})[0].sum();
+  y.backward();
+  try {
+    y.backward();
+    FAIL() << "expected an error";
+  } catch (const std::exception& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("Trying to backward through the graph a second time"));
+  }
+  x.mutable_grad().reset();
+  at::Tensor z = f({x})[0].sum();
+  z.backward({}, /*retain_graph=*/true);
+  z.backward();
+  at::Tensor xe = x.detach().clone().requires_grad_(true);
+  (xe * xe).sin().sum().backward();
+  EXPECT_TRUE(at::allclose(x.grad(), 2 * xe.grad()));
+}
+
+// Outputs the loss does not use get zero tangents, and only those the backward graph takes.
+TEST(AotFunctionRuntime, OutputsWithoutGradientGetZeroTangents) {
+  auto fn = [](const TensorList& a) { return TensorList{a[0].exp(), a[0] * a[1], a[1].cos()}; };
+  CompiledFunction f = aot_function(fn);
+  at::Tensor x = torch::randn({4}, torch::requires_grad()), w = torch::randn({4}, torch::requires_grad());
+  at::Tensor xe = x.detach().clone().requires_grad_(true), we = w.detach().clone().requires_grad_(true);
+  f({x, w})[1].sum().backward();
+  fn({xe, we})[1].sum().backward();
+  EXPECT_TRUE(at::allclose(x.grad(), xe.grad()));
+  EXPECT_TRUE(at::allclose(w.grad(), we.grad()));
+}
+
 }  // namespace
 }  // namespace aotpipe
