@@ -305,7 +305,7 @@ std::shared_ptr<ExportedProgram::Impl> ExportedProgram::load(const std::filesyst
   impl->name = path.stem().string();
   impl->device = options.device;
   const std::string where = path.string();
-  pt2::Pt2Archive archive(path);
+  pt2::Pt2Archive archive(path, options.map_weights);
   const Json model = archive.model_json();
   try {
     const Json& module = model.at("graph_module");
@@ -447,6 +447,10 @@ Function ExportedProgram::flat_function() const {
     auto spec = impl->specialization(TensorList(args.begin() + static_cast<std::ptrdiff_t>(lifted), args.end()));
     return impl->run(*spec, args);
   };
+}
+
+std::string archive_compile_ingredients(const std::filesystem::path& path) {
+  return pt2::Pt2Archive(path, /*map_weights=*/false).compile_ingredients();
 }
 
 }  // namespace aotpipe

@@ -43,6 +43,12 @@ struct LoadExportedProgramOptions {
   // inputs move there (like `aotpipe compile --device`). Where this machine lacks the device,
   // the state stays on the CPU and only compiles from metadata work (the CLI's), not calls.
   std::optional<c10::Device> device;
+  // The state stays in the archive until something touches it: parameters, buffers and constants
+  // stored uncompressed (as torch.export writes them) are views of the file mapped copy-on-write,
+  // so loading and compiling read none of their bytes and a call reads each page once; writes
+  // (an optimizer step) stay in this process. Do not rewrite the archive in place while the
+  // program is loaded (write a new file and rename it). false: every tensor is read at load.
+  bool map_weights = true;
 };
 
 class ExportedProgram {
@@ -97,5 +103,12 @@ class ExportedProgram {
 // read, an operator not registered in this process, higher-order ops, custom objects, tokens,
 // data-dependent symbols, non-tensor inputs or outputs, a state tensor missing from the archive.
 ExportedProgram load_exported_program(const std::filesystem::path& path, LoadExportedProgramOptions options = {});
+
+// What a compile of the archive on metadata examples depends on, as bytes to hash: every record's
+// name and size, and the contents of every record but the state's tensors (the weights' and
+// constants' data, which such a compile never reads). The model's JSON, the weights' and
+// constants' configs (their tensors' metadata) and the sample inputs are in. Reads no tensor
+// data, so keying a many-GB archive costs what reading its JSON does. Throws Pt2Error.
+std::string archive_compile_ingredients(const std::filesystem::path& path);
 
 }  // namespace aotpipe

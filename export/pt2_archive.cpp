@@ -9,6 +9,9 @@
 #include <fmt/ranges.h>
 #include <torch/csrc/jit/serialization/pickle.h>
 
+#include <algorithm>
+#include <array>
+
 namespace aotpipe::pt2 {
 namespace {
 
@@ -48,7 +51,8 @@ bool flatten_tensors(const c10::IValue& v, std::vector<at::Tensor>& out) {
 
 }  // namespace
 
-Pt2Archive::Pt2Archive(const std::filesystem::path& path) : where_(path.string()) {
+Pt2Archive::Pt2Archive(const std::filesystem::path& path, bool map_weights)
+    : path_(path), where_(path.string()), map_weights_(map_weights) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec))
     throw Pt2Error(fmt::format("{}: cannot read: {}", where_,
@@ -142,9 +146,12 @@ at::Tensor Pt2Archive::payload_tensor(const std::string& dir, const std::string&
       if (bytes % element != 0)
         throw Pt2Error(fmt::format("{}: record '{}' of '{}' has {} bytes, not a whole number of {} elements", where_,
                                    record, fqn, bytes, c10::toString(meta.dtype)));
-      at::Tensor flat = at::empty({static_cast<int64_t>(bytes / element)}, at::TensorOptions().dtype(meta.dtype));
-      if (bytes) reader_->getRecord(record, flat.data_ptr(), bytes);
-      it = storages_.emplace(record, flat).first;
+      std::optional<at::Tensor> flat = mapped_record(record, bytes, meta.dtype);
+      if (!flat) {
+        flat = at::empty({static_cast<int64_t>(bytes / element)}, at::TensorOptions().dtype(meta.dtype));
+        if (bytes) reader_->getRecord(record, flat->data_ptr(), bytes);
+      }
+      it = storages_.emplace(record, *flat).first;
     }
     // torch.export writes a storage once, so two names of one tensor name one record with one
     // metadata: they get one tensor (and so one leaf), not two views of one storage.
@@ -156,6 +163,37 @@ at::Tensor Pt2Archive::payload_tensor(const std::string& dir, const std::string&
   } catch (const Pt2Error&) { throw; } catch (const std::exception& e) {
     throw Pt2Error(fmt::format("{}: state tensor '{}': {}", where_, fqn, first_line(e.what())));
   }
+}
+
+std::optional<at::Tensor> Pt2Archive::mapped_record(const std::string& record, std::size_t bytes,
+                                                    c10::ScalarType dtype) {
+  if (!map_weights_ || bytes == 0) return std::nullopt;
+  const std::size_t header = reader_->getRecordHeaderOffset(record);
+  const std::size_t data = reader_->getRecordOffset(record);
+  if (!file_) {
+    try {
+      file_ = MappedFile::open(path_);
+    } catch (const std::exception&) {}
+    headers_.open(path_, std::ios::binary);
+    if (!file_ || !headers_) {
+      map_weights_ = false;  // read instead (a file that cannot be mapped can still be read)
+      return std::nullopt;
+    }
+  }
+  // The zip local header: signature, then the compression method at +8 (0: stored). Read from
+  // the file, not the mapping: touching the mapping would fault in (and read ahead) the pages
+  // around every tensor.
+  constexpr std::size_t kLocalHeaderSize = 30;
+  if (header + kLocalHeaderSize > file_->size() || data + bytes > file_->size() || data < header) return std::nullopt;
+  std::array<unsigned char, kLocalHeaderSize> local{};
+  headers_.seekg(static_cast<std::streamoff>(header));
+  if (!headers_.read(reinterpret_cast<char*>(local.data()), local.size())) return std::nullopt;
+  const bool stored =
+      local[0] == 'P' && local[1] == 'K' && local[2] == 3 && local[3] == 4 && local[8] == 0 && local[9] == 0;
+  if (!stored) return std::nullopt;
+  if (data % c10::elementSize(dtype) != 0) return std::nullopt;
+  const auto numel = static_cast<int64_t>(bytes / c10::elementSize(dtype));
+  return tensor_over(file_, data, {numel}, {1}, dtype);
 }
 
 at::Tensor Pt2Archive::view_of(const at::Tensor& flat, const TensorMeta& meta, const std::string& fqn,
@@ -200,6 +238,20 @@ std::optional<std::vector<at::Tensor>> Pt2Archive::sample_inputs(std::string& no
     note = fmt::format("the sample inputs could not be read: {}", first_line(e.what()));
     return std::nullopt;
   }
+}
+
+std::string Pt2Archive::compile_ingredients() const {
+  std::vector<std::string> records = reader_->getAllRecords();
+  std::sort(records.begin(), records.end());
+  std::string out;
+  for (const std::string& record : records) {
+    const std::size_t size = reader_->getRecordSize(record);
+    fmt::format_to(std::back_inserter(out), "{} {}\n", record, size);
+    const bool state_data =
+        (record.starts_with("data/weights/") || record.starts_with("data/constants/")) && !record.ends_with(".json");
+    if (!state_data) out += read_string(record);
+  }
+  return out;
 }
 
 }  // namespace aotpipe::pt2

@@ -10,7 +10,6 @@
 #endif
 
 #include <ATen/core/grad_mode.h>
-#include <ATen/ops/from_blob.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -199,12 +198,8 @@ PackagedProgram load_package(const std::filesystem::path& path, LoadPackageOptio
   TensorList stored(m.tensors.size());
   for (std::size_t i = 0; i < m.tensors.size(); ++i) {
     const PackageTensor& t = m.tensors[i];
-    void* data = impl->file.address(t.blob);
     if (options.verify) impl->file.checked(t.blob, fmt::format("stored tensor {}", i));
-    std::shared_ptr<void> owner = impl->file.owner();
-    at::Tensor view = at::from_blob(
-        data, t.meta.sizes, t.meta.strides, [owner](void*) mutable { owner.reset(); },
-        at::TensorOptions().dtype(t.meta.dtype).device(c10::kCPU));
+    at::Tensor view = impl->file.tensor(t.blob, t.meta);
     stored[i] = device.is_cpu() ? view : view.to(device);
   }
   for (const PackageStateEntry& s : m.state) {

@@ -12,11 +12,6 @@
 #include <cstring>
 #include <fstream>
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 namespace aotpipe {
 
 namespace {
@@ -41,15 +36,6 @@ uint64_t get_le(const char* p, int bytes) {
   for (int i = 0; i < bytes; ++i) v |= static_cast<uint64_t>(static_cast<unsigned char>(p[i])) << (8 * i);
   return v;
 }
-
-struct Mapping {
-  void* address = nullptr;
-  std::size_t size = 0;
-  Mapping(void* a, std::size_t s) : address(a), size(s) {}
-  Mapping(const Mapping&) = delete;
-  Mapping& operator=(const Mapping&) = delete;
-  ~Mapping() { ::munmap(address, size); }
-};
 
 // ---- manifest to JSON ------------------------------------------------------------------------
 
@@ -303,29 +289,23 @@ std::string_view PackageFile::checked(const PackageBlob& blob, std::string_view 
   return bytes;
 }
 
-void* PackageFile::address(const PackageBlob& blob) const { return const_cast<char*>(data_ + blob.offset); }
+at::Tensor PackageFile::tensor(const PackageBlob& blob, const TensorMeta& meta) const {
+  return tensor_over(mapping_, static_cast<std::size_t>(data_ - mapping_->data()) + blob.offset, meta.sizes,
+                     meta.strides, meta.dtype);
+}
 
 PackageFile open_package_file(const std::filesystem::path& path) {
   auto fail = [&](const std::string& what) -> PackageError {
     return PackageError(fmt::format("package '{}': {}", path.string(), what));
   };
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw fail(fmt::format("cannot open it: {}", std::strerror(errno)));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    throw fail("not a regular file");
-  }
-  const auto size = static_cast<uint64_t>(st.st_size);
-  if (size < kHeaderSize) {
-    ::close(fd);
+  std::shared_ptr<const MappedFile> mapping;
+  try {
+    mapping = MappedFile::open(path);
+  } catch (const std::runtime_error& e) { throw PackageError(fmt::format("package {}", e.what())); }
+  const auto size = static_cast<uint64_t>(mapping->size());
+  if (size < kHeaderSize)
     throw fail(fmt::format("{} bytes: too short for a package header (truncated, or not a package)", size));
-  }
-  void* address = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
-  ::close(fd);
-  if (address == MAP_FAILED) throw fail(fmt::format("cannot map it: {}", std::strerror(errno)));
-  auto mapping = std::make_shared<Mapping>(address, size);
-  const char* bytes = static_cast<const char*>(address);
+  const char* bytes = mapping->data();
 
   if (std::memcmp(bytes, kMagic.data(), kMagic.size()) != 0) throw fail("not an aotpipe package (no AOTPKG header)");
   const auto version = static_cast<uint32_t>(get_le(bytes + 8, 4));

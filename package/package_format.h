@@ -13,6 +13,7 @@
 // the manifest, so a reader checks exactly what it uses, and `aotpipe package info` all of it.
 // The reader treats the file as untrusted: every length, offset, index and name is checked and
 // anything wrong is a PackageError naming the file and the field, never a crash.
+#include <aotpipe/graph/mapped_file.h>
 #include <aotpipe/graph/tensor_meta.h>
 
 #include <cstdint>
@@ -102,16 +103,16 @@ class PackageFile {
   std::string_view bytes(const PackageBlob& blob) const { return {data_ + blob.offset, blob.size}; }
   // The blob's bytes, after checking its checksum (PackageError naming `what` on a mismatch).
   std::string_view checked(const PackageBlob& blob, std::string_view what) const;
-  // Writable (copy-on-write) address of the blob; not checked.
-  void* address(const PackageBlob& blob) const;
+  // The blob as a tensor of `meta`'s layout over the mapped file (copy-on-write); not checked.
+  at::Tensor tensor(const PackageBlob& blob, const TensorMeta& meta) const;
   // What keeps the mapping alive (tensors viewing it hold it).
-  std::shared_ptr<void> owner() const { return mapping_; }
+  std::shared_ptr<const void> owner() const { return mapping_; }
 
  private:
   friend PackageFile open_package_file(const std::filesystem::path& path);
   std::filesystem::path path_;
   PackageManifest manifest_;
-  std::shared_ptr<void> mapping_;
+  std::shared_ptr<const MappedFile> mapping_;
   const char* data_ = nullptr;
   uint64_t file_size_ = 0;
 };

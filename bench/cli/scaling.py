@@ -11,13 +11,28 @@ runs' --out files are compared with the single-process run's (they must be ident
 
 One intra-op thread (OMP_NUM_THREADS=1), so -j and the ranks are the only parallelism. On a
 machine with fewer cores than ranks x jobs, mpirun runs with --oversubscribe.
+
+Two more tables, side by side in the same run:
+- in-process against processes: for each N of --jobs, one process with -j N compiling every copy
+  against N independent processes (no MPI) with -j 1, each compiling its share of the copies, all
+  started together. Rates are graphs per second of batch time (the Summary's wall, which leaves
+  out loading libtorch); the processes' batch time is the slowest one's. The ratio in-process /
+  processes is what one process loses to contention inside it (allocator, locks, shared counts).
+- weights (--weights 1,6,12): GPT-2 small at 1, 6 and 12 layers (bench/package/export_gpt2.py,
+  exported once into ~/.cache/aotpipe/bench/): archive size, bytes the process read through read
+  calls (/proc/PID/io rchar, sampled), peak resident memory and wall time of `aotpipe compile
+  X.pt2 -j1 --no-cache`, median of --repeat runs. A compile reads no weight byte: these stay flat.
 """
 import argparse
 import filecmp
 import os
 import pathlib
 import shutil
+import statistics
+import subprocess
+import sys
 import tempfile
+import time
 
 from aotpipe_runs import best_batch_run as run
 
@@ -40,7 +55,10 @@ def main():
     parser.add_argument("--jobs", default="1,2")
     parser.add_argument("--ranks", default="1,2,4")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--weights", default="", help="GPT-2 layer counts for the weights table, e.g. 1,6,12")
     args = parser.parse_args()
+    if args.weights:
+        weights_table(args.aotpipe, [int(x) for x in args.weights.split(",")], args.repeat)
     with tempfile.TemporaryDirectory(prefix="aotpipe-scaling-") as tmp:
         tmp = pathlib.Path(tmp)
         corpus = tmp / "corpus"
@@ -49,9 +67,19 @@ def main():
             (corpus / f"copy{k}").symlink_to(ROOT / "examples", target_is_directory=True)
         base = [args.aotpipe, "compile", str(corpus), "--no-svg", "--no-cache"]
         rows = []
+        process_rows = []
         for j in [int(x) for x in args.jobs.split(",")]:
             graphs, batch, process, _ = run(base + ["-j", str(j)], args.repeat)
             rows.append((f"1 process, -j {j}", j, graphs, batch, process, ""))
+            if args.copies % j == 0:  # the same copies, split evenly among j processes
+                shares = []
+                for p in range(j):
+                    share = tmp / f"share{j}_{p}"
+                    share.mkdir()
+                    for k in range(p * args.copies // j, (p + 1) * args.copies // j):
+                        (share / f"copy{k}").symlink_to(ROOT / "examples", target_is_directory=True)
+                    shares.append(share)
+                process_rows.append((j, graphs / batch, processes_rate(args.aotpipe, shares, args.repeat)))
         mpirun = shutil.which("mpirun")
         if mpirun and args.ranks:
             single = tmp / "single"
@@ -76,6 +104,70 @@ def main():
         print(f"{name:<22} {workers:>7} {graphs:>7} {batch:>8.3f} {rate:>9.1f} {rate / base_rate:>7.2f}x "
               f"{process:>9.2f}  {same}")
     print(f"\n{os.cpu_count()} cores; best of {args.repeat}; OMP_NUM_THREADS=1; --no-cache")
+    if process_rows:
+        print(f"\n{'N':>3} {'in-process graphs/s':>20} {'N processes graphs/s':>21} {'in-process / processes':>23}")
+        for n, inside, apart in process_rows:
+            print(f"{n:>3} {inside:>20.1f} {apart:>21.1f} {inside / apart:>22.2f}x")
+        print(f"(graphs per second of batch time; the processes' batch time is the slowest one's; best of {args.repeat})")
+
+
+def processes_rate(aotpipe, corpus_dirs, repeat):
+    """N processes (one per folder of `corpus_dirs`), -j 1 each, started together: total graphs
+    per second of the slowest one's batch time, best of `repeat`."""
+    best = 0.0
+    for _ in range(repeat):
+        procs = [subprocess.Popen([aotpipe, "compile", str(d), "--no-svg", "--no-cache", "-j", "1"],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                  env={**os.environ, "OMP_NUM_THREADS": "1"}) for d in corpus_dirs]
+        graphs, slowest = 0, 0.0
+        for p in procs:
+            out, err = p.communicate()
+            if p.returncode != 0:
+                sys.exit(f"aotpipe compile failed:\n{out[-3000:]}\n{err[-3000:]}")
+            summary = out.split("\nSummary\n", 1)[1].splitlines()[1].split()
+            graphs += int(summary[0])
+            slowest = max(slowest, float(summary[3]))
+        best = max(best, graphs / slowest)
+    return best
+
+
+def weights_table(aotpipe, layer_counts, repeat):
+    cache = pathlib.Path.home() / ".cache" / "aotpipe" / "bench"
+    cache.mkdir(parents=True, exist_ok=True)
+    python = os.environ.get("AOTPIPE_PYTHON", sys.executable)
+    print(f"{'archive':<16} {'MB':>7} {'read MB':>8} {'peak RSS MB':>12} {'compile s':>10}")
+    for layers in layer_counts:
+        archive = cache / f"gpt2_small_{layers}l.pt2"
+        if not archive.exists():
+            subprocess.run([python, str(ROOT / "bench/package/export_gpt2.py"), str(archive), "--layers", str(layers)],
+                           check=True)
+        walls, peaks, reads = [], [], []
+        for _ in range(repeat):
+            cmd = ["/usr/bin/time", "-f", "%M", aotpipe, "compile", str(archive), "-j1", "--no-cache"]
+            start = time.perf_counter()
+            proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                    env={**os.environ, "OMP_NUM_THREADS": "1"})
+            rchar = 0
+            child = None
+            while proc.poll() is None:
+                try:
+                    if child is None:
+                        with open(f"/proc/{proc.pid}/task/{proc.pid}/children") as f:
+                            ids = f.read().split()
+                            child = ids[0] if ids else None
+                    if child:
+                        with open(f"/proc/{child}/io") as f:
+                            rchar = max(rchar, int(next(ln for ln in f if ln.startswith("rchar:")).split()[1]))
+                except (OSError, StopIteration, ValueError):
+                    pass
+                time.sleep(0.002)
+            walls.append(time.perf_counter() - start)
+            peaks.append(int(proc.stderr.read().strip().splitlines()[-1]))
+            reads.append(rchar)
+        print(f"{archive.name:<16} {archive.stat().st_size / 1e6:>7.0f} {statistics.median(reads) / 1e6:>8.1f} "
+              f"{statistics.median(peaks) / 1024:>12.0f} {statistics.median(walls):>10.2f}")
+    print(f"(aotpipe compile X -j1 --no-cache; medians of {repeat}; read MB: rchar of /proc/PID/io, sampled "
+          f"every 2 ms, so the last reads may be missed)\n")
 
 
 if __name__ == "__main__":

@@ -2,10 +2,12 @@
 // Reading the records of a .pt2 archive (a zip file with one top folder; see
 // docs/pt2-format-2.11.md): the model JSON, the state tensors and the sample inputs.
 #include <aotpipe/export/internal/serde.h>
+#include <aotpipe/graph/mapped_file.h>
 
 #include <ATen/core/Tensor.h>
 
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <optional>
@@ -20,8 +22,11 @@ namespace aotpipe::pt2 {
 
 class Pt2Archive {
  public:
-  // Opens the archive and checks its format and version records; throws Pt2Error.
-  explicit Pt2Archive(const std::filesystem::path& path);
+  // Opens the archive and checks its format and version records; throws Pt2Error. With
+  // `map_weights`, state tensors stored uncompressed (as torch.export writes every record) are
+  // views of the file mapped copy-on-write, so no byte of them is read until something touches
+  // it (graph/mapped_file.h); otherwise, and for a record stored compressed, they are read.
+  explicit Pt2Archive(const std::filesystem::path& path, bool map_weights = true);
   ~Pt2Archive();
 
   // The model's name ("model": models/model.json) and its parsed JSON, the schema version checked.
@@ -39,16 +44,26 @@ class Pt2Archive {
   // or they hold something other than tensors. `note` says why they are absent.
   std::optional<std::vector<at::Tensor>> sample_inputs(std::string& note) const;
 
+  // archive_compile_ingredients (exported_program.h).
+  std::string compile_ingredients() const;
+
  private:
   std::string read_string(const std::string& record) const;
   Json read_json(const std::string& record) const;
   at::Tensor payload_tensor(const std::string& dir, const std::string& fqn, const Json& payload);
+  // The record as a flat tensor over the mapped file: nullopt where it is compressed or its
+  // offset does not suit `dtype`.
+  std::optional<at::Tensor> mapped_record(const std::string& record, std::size_t bytes, c10::ScalarType dtype);
   // The tensor `meta` describes over `flat`, the bytes of `record`; checks it fits.
   at::Tensor view_of(const at::Tensor& flat, const TensorMeta& meta, const std::string& fqn,
                      const std::string& record) const;
 
+  std::filesystem::path path_;
   std::string where_;
   std::unique_ptr<caffe2::serialize::PyTorchStreamReader> reader_;
+  bool map_weights_ = true;
+  std::shared_ptr<const MappedFile> file_;  // mapped at the first mapped record
+  std::ifstream headers_;                   // the records' zip headers are read from here
   std::string model_name_;
   Json weights_;                                // FQN -> PayloadMeta
   Json constants_;                              // FQN -> PayloadMeta

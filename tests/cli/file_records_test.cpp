@@ -12,6 +12,7 @@
 #include <aotpipe/stages/partition/default_partition.h>
 #include <aotpipe/stages/partition/min_cut_partition.h>
 
+#include <caffe2/serialize/inline_container.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -53,7 +54,9 @@ TEST_F(Records, TheDigestFollowsTheBytesTheExtensionAndEachOptionNotThePath) {
   const std::string base = digest(settings(), file);
   EXPECT_EQ(digest(settings(), write("b.aotg", "graph g():\n  return ()\n")), base);
   EXPECT_NE(digest(settings(), write("c.aotg", "graph g():\n  return ()\n# changed\n")), base);
-  EXPECT_NE(digest(settings(), write("a.pt2", "graph g():\n  return ()\n")), base);
+  // The same bytes as a .pt2 are read as an archive: not one, so no digest (its compile reports why).
+  EXPECT_FALSE(FileRecords::open(settings(), default_compile_pipeline_text())
+                   ->digest_of(write("a.pt2", "graph g():\n  return ()\n")));
   JobSettings s = settings();
   s.seed = 1;
   EXPECT_NE(digest(s, file), base);
@@ -72,6 +75,39 @@ TEST_F(Records, TheDigestFollowsTheBytesTheExtensionAndEachOptionNotThePath) {
   s.cache = nullptr;
   EXPECT_FALSE(FileRecords::open(s, default_compile_pipeline_text()));
   EXPECT_FALSE(FileRecords::open(settings(), default_compile_pipeline_text())->digest_of(dir.path / "absent.aotg"));
+}
+
+// Flips the byte at `offset` of `file`.
+void flip_byte(const fs::path& file, std::size_t offset) {
+  std::fstream f(file, std::ios::binary | std::ios::in | std::ios::out);
+  f.seekg(static_cast<std::streamoff>(offset));
+  const char c = static_cast<char>(f.get() ^ 0x5a);
+  f.seekp(static_cast<std::streamoff>(offset));
+  f.put(c);
+}
+
+// A .pt2 archive's digest covers what a compile on metadata reads (the model's JSON, the
+// weights' metadata) and not the weights' bytes, which it never reads.
+TEST_F(Records, AnArchivesDigestFollowsItsProgramNotItsWeights) {
+  const fs::path original = fs::path(AOTPIPE_EXAMPLES_DIR) / "pt2" / "tied_lm_head.pt2";
+  const fs::path copy = dir.path / "tied_lm_head.pt2";
+  fs::copy_file(original, copy);
+  const std::string base = digest(settings(), copy);
+  std::size_t weight = 0, model = 0;
+  {
+    caffe2::serialize::PyTorchStreamReader reader(copy.string());
+    for (const std::string& record : reader.getAllRecords()) {
+      if (record.starts_with("data/weights/") && !record.ends_with(".json") && reader.getRecordSize(record) > 0)
+        weight = reader.getRecordOffset(record);
+      if (record.starts_with("models/") && record.ends_with(".json")) model = reader.getRecordOffset(record);
+    }
+  }
+  ASSERT_GT(weight, 0u);
+  ASSERT_GT(model, 0u);
+  flip_byte(copy, weight);
+  EXPECT_EQ(digest(settings(), copy), base) << "a weight's bytes changed the digest";
+  flip_byte(copy, model + 10);
+  EXPECT_NE(digest(settings(), copy), base) << "the model's JSON did not";
 }
 
 GraphRow compiled_row() {

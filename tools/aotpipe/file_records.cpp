@@ -2,6 +2,7 @@
 #include "aotpipe/graph_files.h"
 
 #include <aotpipe/cache/cache_key.h>
+#include <aotpipe/export/exported_program.h>
 
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <fmt/format.h>
@@ -51,7 +52,8 @@ FileRecords::FileRecords(std::shared_ptr<CompileCache> cache, AotConfig config, 
 std::optional<std::string> FileRecords::digest_of(const std::filesystem::path& file) const {
   std::string bytes;
   try {
-    bytes = read_text_file(file);
+    // A .pt2 archive's weights cannot change a compile on metadata examples: not read.
+    bytes = file.extension() == ".pt2" ? archive_compile_ingredients(file) : read_text_file(file);
   } catch (const std::exception&) { return std::nullopt; }
   // The extension too: it decides how the bytes are read (.aotg text or a .pt2 archive).
   return cache_key_digest(
