@@ -34,6 +34,9 @@ using SizesKey = std::vector<std::vector<int64_t>>;
 
 }  // namespace
 
+// The implicit destructor destroys a nlohmann::json, whose destroy() gathers nested values on a
+// std::vector (it may allocate, so the check cannot rule out bad_alloc).
+// NOLINTNEXTLINE(bugprone-exception-escape)
 struct ExportedProgram::Impl {
   std::string name;
   std::filesystem::path path;
