@@ -104,6 +104,15 @@ std::string CacheKey::explain() const {
   return text;
 }
 
+namespace {
+// The table's identity and the ops it replaces.
+std::string decompositions_ingredient(const AotConfig& config) {
+  std::string ops;
+  for (const auto& [op, decomposition] : config.decompositions) ops += (ops.empty() ? "" : ",") + op;
+  return fmt::format("{} [{}]", config.decompositions_identity, ops);
+}
+}  // namespace
+
 ConfigIngredients config_key_ingredients(const AotConfig& config, std::string_view pipeline_text) {
   ConfigIngredients out;
   if (!is_built_in_pipeline(pipeline_text)) {
@@ -124,6 +133,11 @@ ConfigIngredients config_key_ingredients(const AotConfig& config, std::string_vi
           what);
       return out;
     }
+  if (!config.decompositions.empty() && config.decompositions_identity.empty()) {
+    out.bypass_reason =
+        "the config's decompositions have no identity; set decompositions_identity to cache compiles that use them";
+    return out;
+  }
   out.ingredients = {
       {"pipeline", std::string(pipeline_text)},
       {"partition_fn", *partitioner_id},
@@ -137,6 +151,8 @@ ConfigIngredients config_key_ingredients(const AotConfig& config, std::string_vi
       {"libtorch", TORCH_VERSION},
       {"artifact_schema", std::to_string(artifact_schema_version())},
   };
+  // Only where a table is set: keys of compiles without one stay as they were.
+  if (!config.decompositions.empty()) out.ingredients.emplace_back("decompositions", decompositions_ingredient(config));
   return out;
 }
 

@@ -40,9 +40,10 @@ CompiledExportedProgram compile_exported_program(ExportedProgram program, AotCon
                                                  std::shared_ptr<CompileCache> cache) {
   config.num_params_buffers = program.lifted_tensors().size();
   Function fn = program.flat_function();
-  auto impl = std::make_shared<CompiledExportedProgram::Impl>(CompiledExportedProgram::Impl{
-      program, CompiledFunction(std::move(fn), std::move(config), program.name(), std::move(cache)),
-      lifted_names(program)});
+  CompiledFunction compiled_fn(std::move(fn), std::move(config), program.name(), std::move(cache));
+  auto names = lifted_names(program);
+  auto impl = std::make_shared<CompiledExportedProgram::Impl>(
+      CompiledExportedProgram::Impl{std::move(program), std::move(compiled_fn), std::move(names)});
   CompiledExportedProgram compiled;
   compiled.impl_ = std::move(impl);
   return compiled;

@@ -21,6 +21,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -44,6 +45,17 @@ struct AotConfig {
   // as two tasks on the job's scheduler, for a backend that takes long when the pool has idle
   // threads. Not part of the cache key (the result is the same).
   bool compile_fw_bw_concurrently = false;
+  // Ops the joint and inference traces replace by a decomposition (PyTorch's
+  // aot_function(decompositions=...)): qualified overload name ("aten::gelu") -> what runs instead,
+  // below autograd (tracer/tracer.h, Decomposition; the backward of an op autograd records is
+  // decomposed only if it is in the table too). For a backend that fuses primitives; the built-in
+  // kernel-running backends take none and keep ATen's fused kernels, which the trace records
+  // wherever autograd has a formula for them (hardswish, batch norm, layer norm, attention).
+  // The metadata analysis runs without them, as in PyTorch.
+  std::map<std::string, Decomposition> decompositions;
+  // Names the table for the compile cache (its version, its ops' meaning); a non-empty table
+  // without one makes the compile bypass the cache, as a plain-callable compiler does.
+  std::string decompositions_identity;
   // The compile cache is not configured here: the driver takes it (driver/aot_function.h).
 };
 

@@ -69,10 +69,11 @@ JointResult program_of_trace(TraceResult traced, const AnalyzedFunction& functio
   return result;
 }
 
-JointResult trace_joint_or_inference(const AnalyzedFunction& function, const std::string& name,
-                                     bool allow_cpu_fallback) {
+JointResult trace_joint_or_inference(const AnalyzedFunction& function, const std::string& name, bool allow_cpu_fallback,
+                                     const std::map<std::string, Decomposition>& decompositions) {
   const auto& meta = function.meta;
   TraceOptions options;
+  options.decompositions = decompositions;
   options.functionalize = true;
   options.return_mutated_inputs = false;
   options.allow_cpu_fallback = allow_cpu_fallback;
@@ -89,7 +90,8 @@ JointResult trace_joint_or_inference(const AnalyzedFunction& function, const std
 }
 
 JointResult JointProgramAnalysis::run(const CompileState& state) const {
-  return trace_joint_or_inference(state.function, state.name, state.config.allow_cpu_fallback);
+  return trace_joint_or_inference(state.function, state.name, state.config.allow_cpu_fallback,
+                                  state.config.decompositions);
 }
 
 Task<PreservedAnalyses> JointStage::run(CompileState& state, const JobEnv&) const {

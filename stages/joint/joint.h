@@ -41,8 +41,8 @@ JointResult program_of_trace(TraceResult traced, const AnalyzedFunction& functio
 
 // Traces the joint graph (function.needs_autograd) or the inference graph of the analysed
 // function; `name` prefixes the graph's name (NAME.joint, NAME.inference).
-JointResult trace_joint_or_inference(const AnalyzedFunction& function, const std::string& name,
-                                     bool allow_cpu_fallback);
+JointResult trace_joint_or_inference(const AnalyzedFunction& function, const std::string& name, bool allow_cpu_fallback,
+                                     const std::map<std::string, Decomposition>& decompositions = {});
 
 // Whether the joint's trace of a function analysed as `meta` records what the analysis trace of
 // the function itself did, up to the forward's returns: prepare_forward clones no input (none

@@ -95,7 +95,9 @@ MetadataResult analyze_function(Function fn, TensorList args, const AotConfig& c
     meta.finalize();
   }
   result.function = {std::move(fn), std::move(args), std::move(meta), needs_autograd};
-  if (program) result.joint_program = program_of_trace(std::move(*program), result.function);
+  // The analysis traced without the decompositions: the joint stage traces its program with them.
+  if (program && config.decompositions.empty())
+    result.joint_program = program_of_trace(std::move(*program), result.function);
   return result;
 }
 

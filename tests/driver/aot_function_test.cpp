@@ -5,6 +5,8 @@
 #include <aotpipe/driver/aot_function.h>
 #include <aotpipe/backend/backend_notes.h>
 #include <aotpipe/backend/run_compiler.h>
+#include <aotpipe/cache/cache_key.h>
+#include <aotpipe/stages/compile_stages.h>
 #include <aotpipe/stages/compile/compile_stage.h>
 #include <aotpipe/stages/partition/default_partition.h>
 #include <aotpipe/stages/partition/min_cut_partition.h>
@@ -16,8 +18,10 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <cmath>
 #include <memory>
 #include <mutex>
+#include <set>
 
 namespace aotpipe {
 namespace {
@@ -290,6 +294,52 @@ TEST(AotFunctionRuntime, OutputsWithoutGradientGetZeroTangents) {
   fn({xe, we})[1].sum().backward();
   EXPECT_TRUE(at::allclose(x.grad(), xe.grad()));
   EXPECT_TRUE(at::allclose(w.grad(), we.grad()));
+}
+
+// A backend that fuses primitives asks for composite ops decomposed (PyTorch's
+// aot_function(decompositions=...)): gelu becomes erf arithmetic in the forward, its backward too
+// when the table has it, and values equal eager's. The cache keys the table by its identity and
+// bypasses a table that has none.
+TEST(AotFunctionRuntime, DecompositionsReplaceOpsInTheCompiledGraphs) {
+  auto fn = [](const TensorList& a) { return TensorList{at::gelu(at::mm(a[0], a[1])).sum(1)}; };
+  AotConfig config;
+  config.decompositions["aten::gelu"] = [](const std::vector<c10::IValue>& args) -> std::vector<c10::IValue> {
+    const at::Tensor& x = args[0].toTensor();
+    return {x * 0.5 * (at::erf(x * M_SQRT1_2) + 1)};
+  };
+  config.decompositions_identity = "test.gelu_erf/1";
+  CompiledFunction decomposed = aot_function(fn, config);
+  CompiledFunction fused = aot_function(fn);
+  at::Tensor x = torch::randn({4, 8}), w = torch::randn({8, 6}, torch::requires_grad());
+  const auto state = decomposed.compiled_state({x, w});
+  const auto ops = [](const Graph& g) {
+    std::multiset<std::string> names;
+    for (const Node* n : g.nodes())
+      if (n->is_call()) names.insert(n->qualified_name());
+    return names;
+  };
+  ASSERT_TRUE(state->partition);
+  EXPECT_EQ(ops(state->partition->forward).count("aten::gelu"), 0u);
+  EXPECT_EQ(ops(state->partition->forward).count("aten::erf"), 1u);
+  EXPECT_EQ(ops(fused.compiled_state({x, w})->partition->forward).count("aten::gelu"), 1u)
+      << "without a table the fused op stays";
+  at::Tensor we = w.detach().clone().requires_grad_(true);
+  at::Tensor out = decomposed({x, w})[0];
+  at::Tensor expected = fn({x, we})[0];
+  EXPECT_TRUE(at::allclose(out, expected, 1e-5, 1e-6));
+  out.sum().backward();
+  expected.sum().backward();
+  EXPECT_TRUE(at::allclose(w.grad(), we.grad(), 1e-5, 1e-6));
+
+  const TensorList args{x, w};
+  const CacheKeyOrBypass with = make_cache_key(nullptr, fn, args, config, default_compile_pipeline_text());
+  const CacheKeyOrBypass without = make_cache_key(nullptr, fn, args, AotConfig{}, default_compile_pipeline_text());
+  ASSERT_TRUE(with.key && without.key);
+  EXPECT_NE(with.key->digest, without.key->digest);
+  config.decompositions_identity.clear();
+  const CacheKeyOrBypass anonymous = make_cache_key(nullptr, fn, args, config, default_compile_pipeline_text());
+  EXPECT_FALSE(anonymous.key);
+  EXPECT_THAT(anonymous.bypass_reason, ::testing::HasSubstr("decompositions have no identity"));
 }
 
 }  // namespace

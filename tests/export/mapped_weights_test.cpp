@@ -48,8 +48,8 @@ std::optional<long> resident_kb(const fs::path& file) {
 
 // A private copy of an example archive (its own inode: nothing else in the process maps it).
 fs::path private_copy(const std::string& model) {
-  const fs::path copy = fs::temp_directory_path() / ("aotpipe_mapped_weights_" + std::to_string(::getpid()) + "_" +
-                                                     model + ".pt2");
+  const fs::path copy =
+      fs::temp_directory_path() / ("aotpipe_mapped_weights_" + std::to_string(::getpid()) + "_" + model + ".pt2");
   fs::copy_file(pt2_dir() / (model + ".pt2"), copy, fs::copy_options::overwrite_existing);
   return copy;
 }
