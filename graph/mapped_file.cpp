@@ -14,33 +14,31 @@
 
 namespace aotpipe {
 
+namespace {
+// Closed when the scope ends: the mapping keeps the file open by itself.
+struct FileDescriptor {
+  int fd;
+  ~FileDescriptor() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+}  // namespace
+
 std::shared_ptr<const MappedFile> MappedFile::open(const std::filesystem::path& path) {
   auto fail = [&](std::string_view what) {
     return std::runtime_error(fmt::format("'{}': {}: {}", path.string(), what, std::strerror(errno)));
   };
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw fail("cannot open it");
+  const FileDescriptor file{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  if (file.fd < 0) throw fail("cannot open it");
   struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    const auto error = fail("cannot stat it");
-    ::close(fd);
-    throw error;
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    throw std::runtime_error(fmt::format("'{}': not a regular file", path.string()));
-  }
+  if (::fstat(file.fd, &st) != 0) throw fail("cannot stat it");
+  if (!S_ISREG(st.st_mode)) throw std::runtime_error(fmt::format("'{}': not a regular file", path.string()));
   const auto size = static_cast<std::size_t>(st.st_size);
   void* address = nullptr;
   if (size > 0) {
-    address = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
-    if (address == MAP_FAILED) {
-      const auto error = fail("cannot map it");
-      ::close(fd);
-      throw error;
-    }
+    address = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, file.fd, 0);
+    if (address == MAP_FAILED) throw fail("cannot map it");
   }
-  ::close(fd);  // the mapping keeps the file
   return std::shared_ptr<const MappedFile>(new MappedFile(path, address, size));
 }
 

@@ -34,7 +34,7 @@ import sys
 import tempfile
 import time
 
-from aotpipe_runs import best_batch_run as run
+from aotpipe_runs import batch_summary, best_batch_run as run
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent.parent
 
@@ -124,11 +124,33 @@ def processes_rate(aotpipe, corpus_dirs, repeat):
             out, err = p.communicate()
             if p.returncode != 0:
                 sys.exit(f"aotpipe compile failed:\n{out[-3000:]}\n{err[-3000:]}")
-            summary = out.split("\nSummary\n", 1)[1].splitlines()[1].split()
-            graphs += int(summary[0])
-            slowest = max(slowest, float(summary[3]))
+            done, batch = batch_summary(out)
+            graphs += done
+            slowest = max(slowest, batch)
         best = max(best, graphs / slowest)
     return best
+
+
+def sampled_run(cmd):
+    """(wall seconds, peak resident kB, rchar bytes sampled from /proc/PID/io) of one run. This
+    script imports no torch, so the fork before exec adds little to the child's peak."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env={**os.environ, "OMP_NUM_THREADS": "1"})
+    rchar = 0
+    while True:
+        try:
+            with open(f"/proc/{proc.pid}/io") as f:
+                rchar = max(rchar, int(next(line for line in f if line.startswith("rchar:")).split()[1]))
+        except (OSError, StopIteration, ValueError):
+            pass
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid == proc.pid:
+            break
+        time.sleep(0.002)
+    if os.waitstatus_to_exitcode(status) != 0:
+        sys.exit(f"{' '.join(cmd)} failed")
+    return time.perf_counter() - start, usage.ru_maxrss, rchar
 
 
 def weights_table(aotpipe, layer_counts, repeat):
@@ -143,26 +165,9 @@ def weights_table(aotpipe, layer_counts, repeat):
                            check=True)
         walls, peaks, reads = [], [], []
         for _ in range(repeat):
-            cmd = ["/usr/bin/time", "-f", "%M", aotpipe, "compile", str(archive), "-j1", "--no-cache"]
-            start = time.perf_counter()
-            proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                                    env={**os.environ, "OMP_NUM_THREADS": "1"})
-            rchar = 0
-            child = None
-            while proc.poll() is None:
-                try:
-                    if child is None:
-                        with open(f"/proc/{proc.pid}/task/{proc.pid}/children") as f:
-                            ids = f.read().split()
-                            child = ids[0] if ids else None
-                    if child:
-                        with open(f"/proc/{child}/io") as f:
-                            rchar = max(rchar, int(next(ln for ln in f if ln.startswith("rchar:")).split()[1]))
-                except (OSError, StopIteration, ValueError):
-                    pass
-                time.sleep(0.002)
-            walls.append(time.perf_counter() - start)
-            peaks.append(int(proc.stderr.read().strip().splitlines()[-1]))
+            wall, peak_kb, rchar = sampled_run([aotpipe, "compile", str(archive), "-j1", "--no-cache"])
+            walls.append(wall)
+            peaks.append(peak_kb)
             reads.append(rchar)
         print(f"{archive.name:<16} {archive.stat().st_size / 1e6:>7.0f} {statistics.median(reads) / 1e6:>8.1f} "
               f"{statistics.median(peaks) / 1024:>12.0f} {statistics.median(walls):>10.2f}")

@@ -59,14 +59,6 @@ struct Step {
   }
 };
 
-// Bytes a step holds at its peak beyond what was live before it (cpu_memory_meter.h).
-std::int64_t peak_bytes(const Step& step) {
-  aotpipe_meter_start();
-  step();
-  aotpipe_meter_stop();
-  return aotpipe_meter_peak_bytes();
-}
-
 TensorList sample_inputs(const aotpipe::ExportedProgram& program) {
   if (!program.sample_inputs()) throw std::runtime_error(program.name() + ": the archive has no sample inputs");
   return *program.sample_inputs();
@@ -101,8 +93,8 @@ void measure_training(const std::filesystem::path& train, nlohmann::json& row, i
     return first.seeds;
   }();
   compiled_step.seeds = interpreted_step.seeds = seeds;
-  row["compiled_peak_bytes"] = peak_bytes(compiled_step);
-  row["interpreted_peak_bytes"] = peak_bytes(interpreted_step);
+  row["compiled_peak_bytes"] = aotpipe::peak_cpu_bytes(compiled_step);
+  row["interpreted_peak_bytes"] = aotpipe::peak_cpu_bytes(interpreted_step);
   const auto steps = bench::interleaved_median_ms(samples, batch_ms, compiled_step, interpreted_step);
   row["compiled_step_ms"] = steps[0];
   row["interpreted_step_ms"] = steps[1];

@@ -31,12 +31,13 @@ bool decide_needs_autograd(const TensorList& args, const ViewAndMutationMeta& me
 namespace {
 
 // collect_metadata's trace, carried on into the joint stage's program where the function allows
-// (joint_repeats_analysis_trace). Once the function has returned, the analysis decides; when the
-// program repeats it, the forward's returns become prepare_forward's (forward_returns) and a
-// training trace goes on into the backward. Sets `program` when carried.
+// (joint_repeats_analysis_trace) and `may_carry` (not where the program is traced with
+// decompositions, which the analysis runs without). Once the function has returned, the analysis
+// decides; when the program repeats it, the forward's returns become prepare_forward's
+// (forward_returns) and a training trace goes on into the backward. Sets `program` when carried.
 ViewAndMutationMeta trace_analysis_and_program(const Function& fn, const TensorList& args,
                                                const CollectMetadataOptions& options, const std::string& name,
-                                               std::optional<TraceResult>& program) {
+                                               bool may_carry, std::optional<TraceResult>& program) {
   MetadataCollector collector(args, options);
   TraceOptions trace_options = collector.trace_options();
   const bool training = collector.meta().is_train;
@@ -53,7 +54,7 @@ ViewAndMutationMeta trace_analysis_and_program(const Function& fn, const TensorL
     if (!collector.finalized()) return std::nullopt;
     const ViewAndMutationMeta& meta = collector.meta();
     const bool needs_autograd = decide_needs_autograd(args, meta);
-    if (needs_autograd != training || !joint_repeats_analysis_trace(meta)) return std::nullopt;
+    if (!may_carry || needs_autograd != training || !joint_repeats_analysis_trace(meta)) return std::nullopt;
     carried = true;
     first_user_output = meta.mutated_inp_runtime_indices.size();
     outputs = forward_returns(meta, t.inputs, outputs, training);
@@ -82,7 +83,8 @@ MetadataResult analyze_function(Function fn, TensorList args, const AotConfig& c
   options.allow_cpu_fallback = config.allow_cpu_fallback;
   options.cpu_fallbacks = &result.cpu_fallbacks;
   std::optional<TraceResult> program;
-  ViewAndMutationMeta meta = trace_analysis_and_program(fn, args, options, name, program);
+  ViewAndMutationMeta meta =
+      trace_analysis_and_program(fn, args, options, name, /*may_carry=*/config.decompositions.empty(), program);
   const bool needs_autograd = decide_needs_autograd(args, meta);
   if (needs_autograd && !meta.is_train) {
     // Called under no_grad by a function that turns grad mode on: a training compile, analysed
@@ -95,9 +97,7 @@ MetadataResult analyze_function(Function fn, TensorList args, const AotConfig& c
     meta.finalize();
   }
   result.function = {std::move(fn), std::move(args), std::move(meta), needs_autograd};
-  // The analysis traced without the decompositions: the joint stage traces its program with them.
-  if (program && config.decompositions.empty())
-    result.joint_program = program_of_trace(std::move(*program), result.function);
+  if (program) result.joint_program = program_of_trace(std::move(*program), result.function);
   return result;
 }
 

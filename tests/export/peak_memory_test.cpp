@@ -26,8 +26,7 @@ using testing::pt2_dir;
 // the recorded gradients, .grad reset.
 std::int64_t step_peak(const ExportedProgram& program, const std::function<TensorList(const TensorList&)>& call,
                        const testing::EagerStep& step) {
-  aotpipe_meter_start();
-  {
+  return peak_cpu_bytes([&] {
     const TensorList outputs = call(step.inputs);
     TensorList differentiable, seeds;
     for (std::size_t i = 0; i < outputs.size() && i < step.grad_outputs.size(); ++i)
@@ -37,9 +36,7 @@ std::int64_t step_peak(const ExportedProgram& program, const std::function<Tenso
       }
     torch::autograd::backward(differentiable, seeds);
     for (const NamedTensor& p : program.parameters()) p.tensor.mutable_grad().reset();
-  }
-  aotpipe_meter_stop();
-  return aotpipe_meter_peak_bytes();
+  });
 }
 
 class PeakMemoryTest : public ::testing::TestWithParam<std::string> {

@@ -21,3 +21,19 @@ void aotpipe_meter_stop();
 std::int64_t aotpipe_meter_live_bytes();
 std::int64_t aotpipe_meter_peak_bytes();
 }
+
+namespace aotpipe {
+// The most bytes `f()`'s new tensors hold at once (the meter installed).
+template <class F>
+std::int64_t peak_cpu_bytes(F&& f) {
+  aotpipe_meter_start();
+  try {
+    f();
+  } catch (...) {
+    aotpipe_meter_stop();
+    throw;
+  }
+  aotpipe_meter_stop();
+  return aotpipe_meter_peak_bytes();
+}
+}  // namespace aotpipe
