@@ -160,6 +160,12 @@ bool within_fp64_error(const at::Tensor& eager, const at::Tensor& result, const 
 std::vector<std::string> compare_with_eager(const Function& eager, const Function& compiled,
                                             const std::function<TensorList()>& make_inputs,
                                             EquivalenceTolerance tolerance) {
+  return compare_with_eager(eager, compiled, make_inputs, tolerance, eager);
+}
+
+std::vector<std::string> compare_with_eager(const Function& eager, const Function& compiled,
+                                            const std::function<TensorList()>& make_inputs,
+                                            EquivalenceTolerance tolerance, const Function& eager_in_float64) {
   std::vector<std::string> diffs;
   at::manual_seed(1234);
   TensorList eager_in = make_inputs();
@@ -170,7 +176,7 @@ std::vector<std::string> compare_with_eager(const Function& eager, const Functio
   TensorList eager_out = eager(eager_in);
   TensorList comp_out = compiled(comp_in);
   const std::optional<Fp64Reference> fp64 =
-      tolerance.fp64_reference ? run_fp64(eager, make_inputs, eager_leaves.size()) : std::nullopt;
+      tolerance.fp64_reference ? run_fp64(eager_in_float64, make_inputs, eager_leaves.size()) : std::nullopt;
   if (eager_out.size() != comp_out.size()) {
     differ(diffs, "{} outputs, eager gives {}", comp_out.size(), eager_out.size());
     return diffs;

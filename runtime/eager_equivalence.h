@@ -39,5 +39,10 @@ bool within_fp64_error(const at::Tensor& eager, const at::Tensor& result, const 
 std::vector<std::string> compare_with_eager(const Function& eager, const Function& compiled,
                                             const std::function<TensorList()>& make_inputs,
                                             EquivalenceTolerance tolerance = {});
+// The same, with the float64 reference run by `eager_in_float64` instead of `eager`: for a
+// program that closes over float32 tensors (graph_function_in_float64).
+std::vector<std::string> compare_with_eager(const Function& eager, const Function& compiled,
+                                            const std::function<TensorList()>& make_inputs,
+                                            EquivalenceTolerance tolerance, const Function& eager_in_float64);
 
 }  // namespace aotpipe

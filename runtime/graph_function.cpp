@@ -25,6 +25,13 @@ Function graph_function(std::shared_ptr<const Graph> graph) {
   return [interpreter, graph = std::move(graph)](const TensorList& args) { return interpreter->run(args); };
 }
 
+Function graph_function_in_float64(const Graph& graph) {
+  auto promoted = std::make_shared<Graph>(graph);
+  for (const auto& [key, tensor] : graph.tensor_constants())
+    if (tensor.defined() && tensor.is_floating_point()) promoted->bind_constant(key, tensor.to(c10::kDouble));
+  return graph_function(std::move(promoted));
+}
+
 namespace {
 
 template <class Make>

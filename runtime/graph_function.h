@@ -14,6 +14,11 @@ namespace aotpipe {
 // function takes a flat list of tensors) or an output is not a tensor.
 Function graph_function(std::shared_ptr<const Graph> graph);
 
+// The same program with its floating tensor constants in float64: the float64 reference that
+// `aotpipe compile --check` measures float32 error against (the graph's own float32 constants
+// would meet float64 inputs and refuse them).
+Function graph_function_in_float64(const Graph& graph);
+
 // One tensor per input, exactly as its TensorMeta says (sizes, strides, storage offset, dtype,
 // device, requires_grad), each on a fresh storage filled from `gen`: normal values for floating
 // and complex dtypes, 0/1 for bool, small non-negative integers (0..7) otherwise. Throws

@@ -100,6 +100,31 @@ TEST(EagerEquivalence, Fp64ReferenceJudgesByFloat32sOwnError) {
   EXPECT_FALSE(within_fp64_error(eager32, eager32.narrow(0, 0, 32), reference));  // other sizes
 }
 
+// A graph closing over a float32 constant has its float64 reference only with the constant in
+// float64 (mm refuses float64 times float32): graph_function_in_float64 gives --check that run.
+TEST(EagerEquivalence, Fp64ReferenceOfAGraphPromotesItsConstants) {
+  auto graph = std::make_shared<Graph>(parse_graph(R"(graph near_1e4(%x: f32[1, 256] requires_grad):
+  %eye: f32[256, 256] = constant("eye")
+  %mm: f32[1, 256] = aten::mm(%x, %eye)
+  %add: f32[1, 256] = aten::add.Scalar(%mm, 10000.0)
+  %sub: f32[1, 256] = aten::sub.Scalar(%add, 10000.0)
+  return (%sub)
+)"));
+  graph->bind_constant("eye", at::eye(256));
+  const Function eager = graph_function(graph);
+  const Function exact = [](const TensorList& a) { return TensorList{a[0] * 1.0}; };
+  const Function wrong = [](const TensorList& a) { return TensorList{a[0] * 1.0 + 3e-3}; };
+  auto inputs = [] { return TensorList{at::randn({1, 256}, at::requires_grad())}; };
+  const EquivalenceTolerance fp64{.fp64_reference = true};
+  EXPECT_THAT(compare_with_eager(eager, exact, inputs, fp64), ::testing::Contains(HasSubstr("output 0 values")))
+      << "without a float64 program the fixed tolerance alone judges";
+  const Function eager_in_float64 = graph_function_in_float64(*graph);
+  EXPECT_THAT(compare_with_eager(eager, exact, inputs, fp64, eager_in_float64), ::testing::IsEmpty());
+  EXPECT_THAT(compare_with_eager(eager, wrong, inputs, fp64, eager_in_float64),
+              ::testing::Contains(HasSubstr("output 0 values")));
+  EXPECT_EQ(graph->tensor_constants().at("eye").scalar_type(), at::kFloat) << "the graph itself is left as it was";
+}
+
 TEST(CompileBatch, StopTokenCancelsJobsNotStarted) {
   std::stop_source stop;
   stop.request_stop();

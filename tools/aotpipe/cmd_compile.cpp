@@ -105,7 +105,8 @@ std::vector<std::string> check_against_eager(const PreparedGraph& prepared, cons
     auto gen = at::make_generator<at::CPUGeneratorImpl>(seed + 1);
     return example_args(graph, gen);
   };
-  return compare_with_eager(graph_function(prepared.graph), compiled.runtime, make_inputs, kCheckTolerance);
+  return compare_with_eager(graph_function(prepared.graph), compiled.runtime, make_inputs, kCheckTolerance,
+                            graph_function_in_float64(graph));
 }
 
 std::string host_name() {
