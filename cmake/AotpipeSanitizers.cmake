@@ -6,6 +6,21 @@ if(AOTPIPE_SANITIZE_ADDRESS)
   add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
   add_link_options(-fsanitize=address,undefined)
 endif()
+if(AOTPIPE_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    message(FATAL_ERROR "AOTPIPE_FUZZ needs clang (libFuzzer): -DCMAKE_CXX_COMPILER=clang++")
+  endif()
+  if(AOTPIPE_SANITIZE_ADDRESS OR AOTPIPE_SANITIZE_THREAD)
+    message(FATAL_ERROR "AOTPIPE_FUZZ brings its own sanitizers (ASan + UBSan)")
+  endif()
+  # Coverage feedback for libFuzzer in every target; the fuzz programs add -fsanitize=fuzzer
+  # (its main) at their link. UBSan's `function` check is left out: clang 14 cannot emit it
+  # with coverage in coroutine frames ("Cannot represent a difference across sections",
+  # pipeline/asio_bridge.cpp), and it needs every caller instrumented, which libtorch is not.
+  add_compile_options(-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize=function
+                      -fno-sanitize-recover=undefined -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=address,undefined)
+endif()
 if(AOTPIPE_SANITIZE_THREAD)
   add_compile_options(-fsanitize=thread -fno-omit-frame-pointer)
   add_link_options(-fsanitize=thread)

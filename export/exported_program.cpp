@@ -6,6 +6,7 @@
 
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
+#include <c10/util/Exception.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -403,14 +404,29 @@ std::shared_ptr<ExportedProgram::Impl> ExportedProgram::load(const std::filesyst
   return impl;
 }
 
+namespace {
+
+// Runs a reader of the archive at `path`, turning what escapes it as another type into the
+// Pt2Error naming the file: nlohmann's errors (a field of the wrong type, or missing where the
+// schema requires it) and c10's (torch's zip reader on a record it cannot read: a bad CRC, a
+// file outside the archive's folder, a truncated entry).
+template <class Read>
+auto reading_archive(const std::filesystem::path& path, Read&& read) {
+  try {
+    return read();
+  } catch (const Json::exception& e) {
+    throw Pt2Error(fmt::format("{}: the model does not have the torch.export schema: {}", path.string(), e.what()));
+  } catch (const c10::Error& e) {
+    const std::string what = e.what_without_backtrace();
+    throw Pt2Error(fmt::format("{}: not a readable .pt2 archive: {}", path.string(), what.substr(0, what.find('\n'))));
+  }
+}
+
+}  // namespace
+
 ExportedProgram load_exported_program(const std::filesystem::path& path, LoadExportedProgramOptions options) {
   ExportedProgram ep;
-  try {
-    ep.impl_ = ExportedProgram::load(path, options);
-  } catch (const Json::exception& e) {
-    // A field of the wrong type or missing where the schema requires it.
-    throw Pt2Error(fmt::format("{}: the model does not have the torch.export schema: {}", path.string(), e.what()));
-  }
+  ep.impl_ = reading_archive(path, [&] { return ExportedProgram::load(path, options); });
   return ep;
 }
 
@@ -453,7 +469,7 @@ Function ExportedProgram::flat_function() const {
 }
 
 std::string archive_compile_ingredients(const std::filesystem::path& path) {
-  return pt2::Pt2Archive(path, /*map_weights=*/false).compile_ingredients();
+  return reading_archive(path, [&] { return pt2::Pt2Archive(path, /*map_weights=*/false).compile_ingredients(); });
 }
 
 }  // namespace aotpipe

@@ -1,3 +1,4 @@
+#include <aotpipe/graph/layout_bounds.h>
 #include <aotpipe/graph/parser.h>
 #include <aotpipe/graph/text_format.h>
 
@@ -350,7 +351,9 @@ class Parser {
     if (!dtype) fail_at(type_tok, fmt::format("unknown type '{}'", type));
     TensorMeta meta;
     meta.dtype = *dtype;
+    const Token sizes_tok = tok_;
     meta.sizes = parse_int_list();
+    if (auto error = sizes_error(meta.sizes)) fail_at(sizes_tok, *error);
     meta.strides = contiguous_strides(meta.sizes);
     for (;;) {
       if (tok_.kind != Tok::Ident) break;
@@ -376,6 +379,7 @@ class Parser {
         break;
       }
     }
+    if (auto error = layout_error(meta)) fail_at(type_tok, *error);
     d.meta = std::move(meta);
     return d;
   }

@@ -153,6 +153,16 @@ INSTANTIATE_TEST_SUITE_P(
     TextFormat, ParseErrors,
     ::testing::Values(
         BadText{"", 1, 1, "expected 'graph', found end of input"},
+        // Layouts outside int64 (found by tests/fuzz/graph_text_fuzzer: numel and strides overflowed).
+        BadText{"graph g(%x: f32[4, 9223372036854775807]):\n  return (%x)", 1, 16,
+                "sizes [4, 9223372036854775807] hold more than 2^63 elements"},
+        BadText{"graph g(%x: f32[2, -3]):\n  return (%x)", 1, 16, "size -3 of dimension 1 is negative"},
+        BadText{"graph g(%x: f32[2, 3] stride=[3, -1]):\n  return (%x)", 1, 13, "stride -1 of dimension 1 is negative"},
+        BadText{"graph g(%x: f32[2] offset=-1):\n  return (%x)", 1, 13, "storage offset -1 is negative"},
+        BadText{"graph g(%x: f32[3] stride=[4611686018427387904]):\n  return (%x)", 1, 13,
+                "sizes [3] with strides [4611686018427387904] reach beyond 2^63 elements"},
+        BadText{"graph g(%x: f64[2] offset=2305843009213693951):\n  return (%x)", 1, 13,
+                "a f64 tensor of sizes [2] spans more than 2^63 bytes"},
         BadText{"graph g(%x: f32[2]:\n  return (%x)", 1, 19, "expected ')', found ':'"},
         BadText{"graph g(%x: f33[2]):\n  return (%x)", 1, 13, "unknown type 'f33'"},
         BadText{"graph g(%x: f32[2]):\n  %y: f32[2] = aten::sin(%z)\n  return (%y)", 2, 26,

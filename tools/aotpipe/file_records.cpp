@@ -68,17 +68,25 @@ bool is_digest(const std::string& text) {
 
 }  // namespace
 
+FileRecord parse_file_record(std::string_view payload) {
+  const nlohmann::json json = nlohmann::json::parse(payload);
+  FileRecord record;
+  record.entry = json.at("entry").get<std::string>();
+  if (!is_digest(record.entry)) throw std::invalid_argument("its entry is not a key: '" + record.entry + "'");
+  record.row = graph_row_from_json(json.at("row"));
+  if (!record.row.ok() || !record.row.summary) throw std::invalid_argument("its row is not a compiled graph's");
+  return record;
+}
+
 std::optional<FileRecords::Hit> FileRecords::load(const std::string& digest) const {
   std::optional<std::string> payload = cache_->load_record(digest);
   if (!payload) return std::nullopt;
   Hit hit;
   std::string entry;
   try {
-    const nlohmann::json record = nlohmann::json::parse(*payload);
-    entry = record.at("entry").get<std::string>();
-    if (!is_digest(entry)) throw std::invalid_argument("its entry is not a key: '" + entry + "'");
-    hit.row = graph_row_from_json(record.at("row"));
-    if (!hit.row.ok() || !hit.row.summary) throw std::invalid_argument("its row is not a compiled graph's");
+    FileRecord record = parse_file_record(*payload);
+    entry = std::move(record.entry);
+    hit.row = std::move(record.row);
   } catch (const std::exception& e) {
     cache_->reject_record(digest, e.what());
     return std::nullopt;

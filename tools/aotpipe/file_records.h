@@ -23,6 +23,15 @@
 
 namespace aotpipe::cli {
 
+// A record's contents: the key of the entry it points at and the report row of that compile.
+struct FileRecord {
+  std::string entry;  // a cache key's digest
+  GraphRow row;       // a compiled graph's row (ok, with a summary)
+};
+// Reads a record's payload (JSON, untrusted: from the cache folder or Redis). Throws an
+// exception saying what is wrong (nlohmann::json's, or std::invalid_argument) for anything else.
+FileRecord parse_file_record(std::string_view payload);
+
 class FileRecords {
  public:
   // Null when the batch's compiles are not cached (no cache, or a configuration the cache
