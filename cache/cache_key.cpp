@@ -1,4 +1,5 @@
 #include <aotpipe/cache/cache_key.h>
+#include <aotpipe/graph/error_text.h>
 
 #include <aotpipe/runtime/artifact_serialization.h>
 #include <aotpipe/graph/example_tensor.h>
@@ -175,7 +176,8 @@ CacheKeyOrBypass make_cache_key(const Graph* program, const Function& fn, const 
       options.graph_name = "g";
       program_text = "traced " + program_ingredient(trace(fn, args, std::move(options)));
     } catch (const std::exception& e) {
-      out.bypass_reason = fmt::format("the function does not trace on fake tensors for its cache key: {}", e.what());
+      out.bypass_reason =
+          fmt::format("the function does not trace on fake tensors for its cache key: {}", error_text(e));
       return out;
     }
   }

@@ -2,6 +2,7 @@
 #include <aotpipe/export/internal/graph_import.h>
 #include <aotpipe/export/internal/pt2_archive.h>
 #include <aotpipe/graph/device_retarget.h>
+#include <aotpipe/graph/error_text.h>
 #include <aotpipe/graph/interpreter.h>
 
 #include <ATen/core/LegacyTypeDispatch.h>
@@ -128,7 +129,7 @@ struct ExportedProgram::Impl {
       int64_t expected = 0;
       try {
         expected = pt2::evaluate_sym_expr(expr, symbols);
-      } catch (const std::exception& e) { throw Pt2Error(fmt::format("{}: {}: {}", where(), place, e.what())); }
+      } catch (const std::exception& e) { throw Pt2Error(fmt::format("{}: {}: {}", where(), place, error_text(e))); }
       if (expected != actual)
         throw Pt2Error(
             fmt::format("{}: {} is {}; the export requires {} = {} here", where(), place, actual, expr, expected));
@@ -417,7 +418,7 @@ auto reading_archive(const std::filesystem::path& path, Read&& read) {
   } catch (const Json::exception& e) {
     throw Pt2Error(fmt::format("{}: the model does not have the torch.export schema: {}", path.string(), e.what()));
   } catch (const c10::Error& e) {
-    const std::string what = e.what_without_backtrace();
+    const std::string what = error_text(e);
     throw Pt2Error(fmt::format("{}: not a readable .pt2 archive: {}", path.string(), what.substr(0, what.find('\n'))));
   }
 }

@@ -1,6 +1,7 @@
 #include <aotpipe/export/exported_program.h>
 #include <aotpipe/export/internal/graph_import.h>
 #include <aotpipe/graph/autocast_region.h>
+#include <aotpipe/graph/error_text.h>
 
 #include <ATen/ScalarOps.h>
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -81,7 +82,7 @@ class GraphImporter {
     if (it == metas.end()) fail(fmt::format("tensor '{}' has no entry in the graph's tensor_values", name));
     try {
       return tensor_meta_from_serde(*it->second, symbols_);
-    } catch (const std::exception& e) { fail(fmt::format("tensor '{}': {}", name, e.what())); }
+    } catch (const std::exception& e) { fail(fmt::format("tensor '{}': {}", name, error_text(e))); }
   }
 
   Value* value(const std::string& name) {
@@ -388,7 +389,7 @@ class GraphImporter {
     Node* call = nullptr;
     try {
       call = graph_.add_call(op, std::move(args), std::move(outputs));
-    } catch (const std::exception& e) { fail_node(e.what()); }
+    } catch (const std::exception& e) { fail_node(error_text(e)); }
     if (!autocast_.empty()) call->attrs()[kAutocastAttr] = autocast_.back();
     for (std::size_t i = 0; i < export_names.size() && i < call->num_outputs(); ++i)
       if (!export_names[i].empty()) scopes_.back().values[export_names[i]] = call->output(i);
@@ -493,7 +494,7 @@ class GraphImporter {
         fail_node("this target is not an operator (torch.ops.*) nor symbolic arithmetic this importer evaluates");
       add_call(node);
     } catch (const Pt2Error&) { throw; } catch (const std::exception& e) {
-      fail_node(e.what());
+      fail_node(error_text(e));
     }
   }
 

@@ -1,5 +1,6 @@
 #include <aotpipe/export/exported_program.h>
 #include <aotpipe/export/internal/pt2_archive.h>
+#include <aotpipe/graph/error_text.h>
 
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
@@ -61,7 +62,7 @@ Pt2Archive::Pt2Archive(const std::filesystem::path& path, bool map_weights)
     reader_ = std::make_unique<caffe2::serialize::PyTorchStreamReader>(path.string());
   } catch (const std::exception& e) {
     throw Pt2Error(fmt::format("{}: not a readable .pt2 archive (a zip file; truncated or another format?): {}", where_,
-                               first_line(e.what())));
+                               first_line(error_text(e))));
   }
   if (reader_->hasRecord(kArchiveFormatRecord) && read_string(kArchiveFormatRecord) != kArchiveFormat)
     throw Pt2Error(
@@ -99,7 +100,7 @@ std::string Pt2Archive::read_string(const std::string& record) const {
     auto [data, size] = reader_->getRecord(record);
     return std::string(static_cast<const char*>(data.get()), size);
   } catch (const std::exception& e) {
-    throw Pt2Error(fmt::format("{}: cannot read record '{}': {}", where_, record, first_line(e.what())));
+    throw Pt2Error(fmt::format("{}: cannot read record '{}': {}", where_, record, first_line(error_text(e))));
   }
 }
 
@@ -161,7 +162,7 @@ at::Tensor Pt2Archive::payload_tensor(const std::string& dir, const std::string&
     tensors_.emplace(tensor_key, tensor);
     return tensor;
   } catch (const Pt2Error&) { throw; } catch (const std::exception& e) {
-    throw Pt2Error(fmt::format("{}: state tensor '{}': {}", where_, fqn, first_line(e.what())));
+    throw Pt2Error(fmt::format("{}: state tensor '{}': {}", where_, fqn, first_line(error_text(e))));
   }
 }
 
@@ -235,7 +236,7 @@ std::optional<std::vector<at::Tensor>> Pt2Archive::sample_inputs(std::string& no
     }
     return out;
   } catch (const std::exception& e) {
-    note = fmt::format("the sample inputs could not be read: {}", first_line(e.what()));
+    note = fmt::format("the sample inputs could not be read: {}", first_line(error_text(e)));
     return std::nullopt;
   }
 }

@@ -9,6 +9,7 @@
 // Reading trusts nothing: every field is type-checked, every index range-checked, every graph
 // verified, and any failure is an ArtifactFormatError.
 #include <aotpipe/runtime/artifact_serialization.h>
+#include <aotpipe/graph/error_text.h>
 
 #include <aotpipe/graph/byte_codec.h>
 #include <aotpipe/graph/example_tensor.h>
@@ -91,7 +92,7 @@ Json meta_to_json(const TensorMeta& m) {
 c10::Device device_from(const std::string& text) {
   try {
     return c10::Device(text);
-  } catch (const std::exception& e) { malformed(fmt::format("device '{}': {}", text, e.what())); }
+  } catch (const std::exception& e) { malformed(fmt::format("device '{}': {}", text, error_text(e))); }
 }
 
 // `m` read from an entry, once its rank, sizes, strides and offset are consistent.

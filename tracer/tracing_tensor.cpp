@@ -35,11 +35,6 @@ TracingTensorImpl* traced_of(const at::Tensor& t) {
   return as_traced(t);
 }
 
-std::string error_text(const std::exception& e) {
-  if (const auto* c10e = dynamic_cast<const c10::Error*>(&e)) return c10e->what_without_backtrace();
-  return e.what();
-}
-
 void fail(const std::string& name, const std::string& message) { TORCH_CHECK(false, name, ": ", message); }
 
 namespace {

@@ -4,6 +4,7 @@
 // rewrites a few ops above autograd): the trace's state, the tracing tensor, and what the
 // recording paths share. Not installed for users: only the tracer's own files include it.
 #include <aotpipe/graph/block_cache.h>
+#include <aotpipe/graph/error_text.h>
 #include <aotpipe/graph/graph.h>
 #include <aotpipe/tracer/tracer.h>
 
@@ -225,9 +226,6 @@ struct OpTraits {
 
 // The traits of `op`, cached per thread.
 const OpTraits& traits_of(const c10::OperatorHandle& op);
-
-// What an error says, without c10's C++ backtrace.
-std::string error_text(const std::exception& e);
 
 [[noreturn]] void fail(const std::string& name, const std::string& message);
 
