@@ -1,4 +1,5 @@
 #include <aotpipe/package/package_format.h>
+#include <aotpipe/graph/checked_json.h>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -16,7 +17,7 @@ namespace aotpipe {
 
 namespace {
 
-using nlohmann::json;
+using json = CheckedJson;  // numbers read exactly or refused (graph/checked_json.h)
 
 constexpr std::array<char, 8> kMagic = {'A', 'O', 'T', 'P', 'K', 'G', '\n', '\0'};
 constexpr std::size_t kHeaderSize = 32;

@@ -12,6 +12,7 @@
 #include <aotpipe/graph/error_text.h>
 
 #include <aotpipe/graph/byte_codec.h>
+#include <aotpipe/graph/checked_json.h>
 #include <aotpipe/graph/example_tensor.h>
 #include <aotpipe/graph/parser.h>
 #include <aotpipe/graph/printer.h>
@@ -33,7 +34,7 @@
 namespace aotpipe {
 namespace {
 
-using Json = nlohmann::json;
+using Json = CheckedJson;  // numbers read exactly or refused (graph/checked_json.h)
 
 constexpr int kArtifactSchema = 3;  // bump on any change of the layout below
 

@@ -4,6 +4,7 @@
 // than torch's generated_serialization_types.h: its parser leaves a union's tag uninitialised for
 // a key it does not know (a newer schema, a corrupt file), where we must say which key at which
 // node is unknown.
+#include <aotpipe/graph/checked_json.h>
 #include <aotpipe/graph/tensor_meta.h>
 
 #include <c10/core/Device.h>
@@ -21,7 +22,7 @@
 
 namespace aotpipe::pt2 {
 
-using Json = nlohmann::json;
+using Json = CheckedJson;  // numbers read exactly or refused (graph/checked_json.h)
 
 // Values of the export's symbols ("s77" -> 16) for one specialization.
 using SymbolValues = std::map<std::string, int64_t, std::less<>>;

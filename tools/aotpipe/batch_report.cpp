@@ -105,7 +105,8 @@ void print_summary(const std::vector<GraphRow>& rows, double wall_seconds, const
   fmt::print("  {:>8}  {:>8}  {:>8}  {:>10}  {:>10}  {:>14}  {:>14}\n", "graphs", "ok", "failed", "wall s", "graphs/s",
              "saved default", "saved min_cut");
   fmt::print("  {:>8}  {:>8}  {:>8}  {:>10.4f}  {:>10.1f}  {:>14}  {:>14}\n", rows.size(), rows.size() - failed, failed,
-             wall_seconds, wall_seconds > 0 ? compiled / wall_seconds : 0.0, saved_default, saved_min_cut);
+             wall_seconds, wall_seconds > 0 ? static_cast<double>(compiled) / wall_seconds : 0.0, saved_default,
+             saved_min_cut);
   fmt::print("  ({})\n", workers);
   print_cache_outcomes(rows);
   print_cpu_fallbacks(rows);
@@ -128,7 +129,7 @@ nlohmann::json to_json(const std::optional<PartitionNumbers>& n) {
   return {{"saved", n->saved}, {"saved_bytes", n->saved_bytes}, {"recomputed", n->recomputed}};
 }
 
-std::optional<PartitionNumbers> partition_numbers_from_json(const nlohmann::json& j) {
+std::optional<PartitionNumbers> partition_numbers_from_json(const CheckedJson& j) {
   if (j.is_null()) return std::nullopt;
   return PartitionNumbers{j.at("saved").get<std::size_t>(), j.at("saved_bytes").get<int64_t>(),
                           j.at("recomputed").get<std::size_t>()};
@@ -161,7 +162,7 @@ nlohmann::json to_json(const GraphRow& row) {
   return j;
 }
 
-GraphRow graph_row_from_json(const nlohmann::json& j) {
+GraphRow graph_row_from_json(const CheckedJson& j) {
   GraphRow row;
   row.file = j.at("file").get<std::string>();
   row.name = j.at("name").get<std::string>();
@@ -174,7 +175,7 @@ GraphRow graph_row_from_json(const nlohmann::json& j) {
   row.origin = j.value("origin", std::string());
   row.cache = j.value("cache", std::string());
   row.from_record = j.value("from_record", false);
-  if (const nlohmann::json& s = j.at("summary"); !s.is_null()) {
+  if (const CheckedJson& s = j.at("summary"); !s.is_null()) {
     GraphSummary summary;
     summary.training = s.at("training").get<bool>();
     summary.ops = s.at("ops").get<std::size_t>();

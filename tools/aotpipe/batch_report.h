@@ -4,6 +4,7 @@
 // batch compiled in shards.
 #include "aotpipe/compile_report.h"
 
+#include <aotpipe/graph/checked_json.h>
 #include <aotpipe/tracer/tracer.h>
 
 #include <nlohmann/json.hpp>
@@ -41,6 +42,6 @@ void print_summary(const std::vector<GraphRow>& rows, double wall_seconds, const
 
 nlohmann::json to_json(const GraphRow& row);
 // Throws nlohmann::json::exception on a malformed row.
-GraphRow graph_row_from_json(const nlohmann::json& json);
+GraphRow graph_row_from_json(const CheckedJson& json);
 
 }  // namespace aotpipe::cli

@@ -69,7 +69,7 @@ bool is_digest(const std::string& text) {
 }  // namespace
 
 FileRecord parse_file_record(std::string_view payload) {
-  const nlohmann::json json = nlohmann::json::parse(payload);
+  const CheckedJson json = CheckedJson::parse(payload);
   FileRecord record;
   record.entry = json.at("entry").get<std::string>();
   if (!is_digest(record.entry)) throw std::invalid_argument("its entry is not a key: '" + record.entry + "'");

@@ -155,7 +155,7 @@ ShardManifest read_manifest(const fs::path& path) {
 
 ShardManifest parse_manifest(const std::string& text, const std::string& where) {
   try {
-    const nlohmann::json j = nlohmann::json::parse(text);
+    const CheckedJson j = CheckedJson::parse(text);
     if (!j.contains("aotpipe_shard_manifest"))
       throw std::runtime_error("not a shard manifest of aotpipe compile --shard");
     if (j.at("aotpipe_shard_manifest").get<int>() != kManifestVersion)
@@ -170,7 +170,7 @@ ShardManifest parse_manifest(const std::string& text, const std::string& where) 
     m.wall_seconds = j.at("wall_seconds").get<double>();
     m.threads = j.at("threads").get<std::size_t>();
     m.host = j.at("host").get<std::string>();
-    for (const nlohmann::json& row : j.at("rows")) m.rows.push_back(graph_row_from_json(row));
+    for (const CheckedJson& row : j.at("rows")) m.rows.push_back(graph_row_from_json(row));
     if (m.rows.size() != m.batch_indices.size()) throw std::runtime_error("rows and batch_indices differ in length");
     if (m.shard.index >= m.shard.count) throw std::runtime_error("shard index not below the number of shards");
     return m;
