@@ -67,7 +67,11 @@ class GraphImporter {
     scopes_.emplace_back(json_);
     add_inputs();
     for (const Json& node : json_.at("nodes")) add_node(node);
-    set_outputs();
+    try {
+      set_outputs();
+    } catch (const Pt2Error&) { throw; } catch (const std::exception& e) {
+      fail(fmt::format("outputs: {}", error_text(e)));
+    }
     return std::move(graph_);
   }
 
@@ -98,7 +102,12 @@ class GraphImporter {
       const std::string& kind = union_key(input);
       if (kind == "as_tensor") {
         const std::string name = input.at("as_tensor").at("name").get<std::string>();
-        scopes_.back().values[name] = graph_.add_input(name, meta_of(name));
+        Value*& slot = scopes_.back().values[name];
+        if (slot != nullptr) fail(fmt::format("graph input {} is named '{}', as an earlier input is", index, name));
+        TensorMeta meta = meta_of(name);
+        try {
+          slot = graph_.add_input(name, std::move(meta));
+        } catch (const GraphError& e) { fail(fmt::format("graph input {}: {}", index, e.what())); }
       } else if (kind == "as_token") {
         fail(fmt::format("graph input {} is an effect token: programs with side-effectful custom ops are not supported",
                          index));

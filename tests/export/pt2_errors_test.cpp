@@ -130,6 +130,16 @@ TEST_F(Pt2ErrorsTest, CustomObjectsAndTokensAreRefused) {
       HasSubstr("joint forward-backward export"));
 }
 
+// Found by pt2_archive_fuzzer: a repeated graph input escaped as GraphError, not Pt2Error.
+TEST_F(Pt2ErrorsTest, RepeatedGraphInputNameIsNamed) {
+  EXPECT_THAT(edited_error("unet_decoder_block.pt2",
+                           [](json& m) {
+                             json& inputs = m["graph_module"]["graph"]["inputs"];
+                             inputs[1] = inputs[0];
+                           }),
+              AllOf(HasSubstr("graph input 1 is named"), HasSubstr("as an earlier input is")));
+}
+
 TEST_F(Pt2ErrorsTest, MalformedArgumentsAreNamed) {
   EXPECT_THAT(edited_error("unet_decoder_block.pt2",
                            [](json& m) {
