@@ -58,6 +58,7 @@ Pt2Archive::Pt2Archive(const std::filesystem::path& path, bool map_weights)
   if (!std::filesystem::is_regular_file(path, ec))
     throw Pt2Error(fmt::format("{}: cannot read: {}", where_,
                                std::filesystem::exists(path, ec) ? "not a regular file" : "no such file"));
+  file_bytes_ = std::filesystem::file_size(path, ec);
   try {
     reader_ = std::make_unique<caffe2::serialize::PyTorchStreamReader>(path.string());
   } catch (const std::exception& e) {
@@ -95,7 +96,23 @@ Pt2Archive::Pt2Archive(const std::filesystem::path& path, bool map_weights)
 
 Pt2Archive::~Pt2Archive() = default;
 
+std::size_t Pt2Archive::record_size(const std::string& record) const {
+  // Deflate expands at most 1032:1; a stored record lies inside the file (which miniz checks).
+  constexpr std::uintmax_t kMaxExpansion = 1032;
+  std::size_t size = 0;
+  try {
+    size = reader_->getRecordSize(record);
+  } catch (const std::exception& e) {
+    throw Pt2Error(fmt::format("{}: cannot read record '{}': {}", where_, record, first_line(error_text(e))));
+  }
+  if (size / kMaxExpansion > file_bytes_)
+    throw Pt2Error(fmt::format("{}: record '{}' claims {} bytes, more than an archive of {} bytes can hold", where_,
+                               record, size, file_bytes_));
+  return size;
+}
+
 std::string Pt2Archive::read_string(const std::string& record) const {
+  (void)record_size(record);
   try {
     auto [data, size] = reader_->getRecord(record);
     return std::string(static_cast<const char*>(data.get()), size);
@@ -142,7 +159,7 @@ at::Tensor Pt2Archive::payload_tensor(const std::string& dir, const std::string&
       throw Pt2Error(fmt::format("{}: '{}' names record '{}', which the archive lacks", where_, fqn, record));
     auto it = storages_.find(record);
     if (it == storages_.end()) {
-      const std::size_t bytes = reader_->getRecordSize(record);
+      const std::size_t bytes = record_size(record);
       const std::size_t element = c10::elementSize(meta.dtype);
       if (bytes % element != 0)
         throw Pt2Error(fmt::format("{}: record '{}' of '{}' has {} bytes, not a whole number of {} elements", where_,
@@ -226,6 +243,7 @@ std::optional<std::vector<at::Tensor>> Pt2Archive::sample_inputs(std::string& no
     return std::nullopt;
   }
   try {
+    (void)record_size(record);
     auto [data, size] = reader_->getRecord(record);
     const char* bytes = static_cast<const char*>(data.get());
     c10::IValue value = torch::jit::pickle_load(std::vector<char>(bytes, bytes + size));

@@ -48,6 +48,9 @@ class Pt2Archive {
   std::string compile_ingredients() const;
 
  private:
+  // The record's size as its zip entry states it, refused (Pt2Error) where no archive of this
+  // file's size could hold it: the readers allocate that many bytes before extracting.
+  std::size_t record_size(const std::string& record) const;
   std::string read_string(const std::string& record) const;
   Json read_json(const std::string& record) const;
   at::Tensor payload_tensor(const std::string& dir, const std::string& fqn, const Json& payload);
@@ -60,6 +63,7 @@ class Pt2Archive {
 
   std::filesystem::path path_;
   std::string where_;
+  std::uintmax_t file_bytes_ = 0;
   std::unique_ptr<caffe2::serialize::PyTorchStreamReader> reader_;
   bool map_weights_ = true;
   std::shared_ptr<const MappedFile> file_;  // mapped at the first mapped record
