@@ -410,13 +410,16 @@ namespace {
 // Runs a reader of the archive at `path`, turning what escapes it as another type into the
 // Pt2Error naming the file: nlohmann's errors (a field of the wrong type, or missing where the
 // schema requires it) and c10's (torch's zip reader on a record it cannot read: a bad CRC, a
-// file outside the archive's folder, a truncated entry).
+// file outside the archive's folder, a truncated entry), and the serde readers' SerdeError (a
+// value the schema allows that cannot be read: a symbolic expression outside sympy's srepr).
 template <class Read>
 auto reading_archive(const std::filesystem::path& path, Read&& read) {
   try {
     return read();
   } catch (const Json::exception& e) {
     throw Pt2Error(fmt::format("{}: the model does not have the torch.export schema: {}", path.string(), e.what()));
+  } catch (const pt2::SerdeError& e) {
+    throw Pt2Error(fmt::format("{}: {}", path.string(), e.what()));
   } catch (const c10::Error& e) {
     const std::string what = error_text(e);
     throw Pt2Error(fmt::format("{}: not a readable .pt2 archive: {}", path.string(), what.substr(0, what.find('\n'))));

@@ -1,5 +1,6 @@
 #include <aotpipe/export/exported_program.h>
 #include <aotpipe/export/internal/pt2_archive.h>
+#include <aotpipe/export/internal/torch_save_reader.h>
 #include <aotpipe/graph/error_text.h>
 
 #include <ATen/ops/empty.h>
@@ -8,7 +9,6 @@
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <torch/csrc/jit/serialization/pickle.h>
 
 #include <algorithm>
 #include <array>
@@ -245,8 +245,7 @@ std::optional<std::vector<at::Tensor>> Pt2Archive::sample_inputs(std::string& no
   try {
     (void)record_size(record);
     auto [data, size] = reader_->getRecord(record);
-    const char* bytes = static_cast<const char*>(data.get());
-    c10::IValue value = torch::jit::pickle_load(std::vector<char>(bytes, bytes + size));
+    c10::IValue value = load_torch_save(data, size);
     std::vector<at::Tensor> out;
     if (!flatten_tensors(value, out)) {
       note = "the sample inputs hold values other than tensors";
