@@ -1,5 +1,6 @@
 #include <aotpipe/graph/autocast_region.h>
 #include <aotpipe/graph/interpreter.h>
+#include <aotpipe/graph/memory_plan.h>
 #include <aotpipe/graph/kernel_arguments.h>
 #include <aotpipe/graph/op_properties.h>
 
@@ -59,24 +60,10 @@ bool is_optional_tensor_list(const c10::TypePtr& type) {
   return t->expectRef<c10::ListType>().getElementType()->kind() == c10::TypeKind::OptionalType;
 }
 
-// A value whose memory a call of this graph allocated: a fresh result, or a view of one (followed
-// through `self` of the alias-annotated returns: view, t, _reshape_alias...). Never memory that
-// came from outside (an input, a constant), which a caller might still reach some other way. Who
-// else holds the memory is the run-time check's business: a schema that hides an alias, like
-// _unsafe_view's, is caught there by the storage count.
-bool is_intermediate_memory(const Value& v) {
-  const Value* value = &v;
-  for (;;) {
-    const Node* producer = value->producer();
-    if (!producer || !producer->is_call()) return false;
-    const auto& returns = producer->schema().returns();
-    const std::size_t k = value->output_index();
-    if (k >= returns.size() || returns[k].type()->kind() != c10::TypeKind::TensorType) return false;
-    if (!returns[k].alias_info()) return true;
-    if (producer->args().empty() || !producer->args()[0].is_value()) return false;
-    value = producer->args()[0].value();
-  }
-}
+// A value whose memory a call of this graph allocated (a fresh result, or a view of one), never
+// memory that came from outside (an input, a constant), which a caller might still reach some
+// other way. Who else holds the memory is the run-time check's business.
+bool is_intermediate_memory(const Value& v) { return allocation_of(v) != nullptr; }
 
 bool same_layout(const TensorMeta& a, const TensorMeta& b) {
   return a.dtype == b.dtype && a.sizes == b.sizes && a.strides == b.strides && a.storage_offset == b.storage_offset;

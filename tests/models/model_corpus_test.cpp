@@ -1,7 +1,9 @@
 // Models and the 102-case metadata corpus through aot_function, against eager PyTorch, under both
 // partitioners: outputs, output aliasing, requires_grad/is_leaf, inputs after the call (mutations,
 // BatchNorm running statistics) and gradients (tests/runtime/eager_check.h).
+#include <aotpipe/backend/backends.h>
 #include <aotpipe/driver/aot_function.h>
+#include <aotpipe/graph/memory_plan.h>
 #ifdef AOTPIPE_TEST_HAVE_CUDA_GRAPHS
 #include <aotpipe/cuda/cuda_graphs.h>
 #endif
@@ -18,6 +20,7 @@
 #include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <functional>
 #include <cstdio>
@@ -154,9 +157,23 @@ class CudaGraphCountsReport : public ::testing::Environment {
     ::testing::AddGlobalTestEnvironment(new CudaGraphCountsReport);
 #endif
 
+// Every graph a compile hands its backend also gets a memory plan (graph/memory_plan.h), which
+// must be sound: no two tensors alive at once share a byte.
+std::atomic<std::size_t> graphs_planned{0};
+Compiler planning(Compiler backend) {
+  if (!backend) backend = backends::interpreter();
+  return [backend](const Graph& graph, const std::vector<TensorMeta>& inputs) {
+    const MemoryPlan plan = plan_memory(graph);
+    if (auto overlap = plan_overlap(plan))
+      throw std::logic_error("memory plan of graph '" + graph.name() + "': " + *overlap);
+    ++graphs_planned;
+    return backend(graph, inputs);
+  };
+}
+
 AotConfig config_for(Partition p, bool keep_input_mutations = false) {
   AotConfig config;
-  config.fw_compiler = test_backend();
+  config.fw_compiler = planning(test_backend());
   config.partition_fn =
       p == Partition::kMinCut ? partitioners::min_cut_rematerialization_partition() : partitioners::default_partition();
   config.keep_inference_input_mutations = keep_input_mutations;
@@ -192,9 +209,11 @@ TEST_P(ModelTest, MatchesEager) {
     expect_device_failure(name, *expected, model.fn, compiled, on_test_device(model.make_inputs));
     return;
   }
+  const std::size_t planned_before = graphs_planned;
   expect_matches_eager(model.fn, compiled, on_test_device(model.make_inputs), name);
   expect_matches_eager(model.fn, compiled, on_test_device(model.make_inputs), name + " (second call)");
   EXPECT_EQ(compiled.num_compiled(), 1u) << "the second call with the same signature recompiled";
+  EXPECT_GT(graphs_planned, planned_before) << "no graph of the compile was planned";
 }
 
 // The buffers a model updates in place (BatchNorm's running statistics) do change: MatchesEager

@@ -1,6 +1,7 @@
 #include "aotpipe/compile_report.h"
 #include "aotpipe/joint_dot.h"
 
+#include <aotpipe/graph/memory_plan.h>
 #include <aotpipe/graph/printer.h>
 #include <aotpipe/pipeline/identified.h>
 #include <aotpipe/stages/metadata/collect_metadata.h>
@@ -11,6 +12,7 @@
 #include <spdlog/spdlog.h>
 
 #include <cstdlib>
+#include <stdexcept>
 #include <fstream>
 
 namespace aotpipe::cli {
@@ -70,10 +72,24 @@ GraphSummary summarize(const CompileState& state) {
   return s;
 }
 
+// What graph/memory_plan.h plans for a graph's intermediates: one arena against the most bytes
+// alive at once and against no reuse at all.
+std::string memory_plan_line(const Graph& graph) {
+  const MemoryPlan plan = plan_memory(graph);
+  if (auto overlap = plan_overlap(plan))
+    throw std::logic_error(fmt::format("memory plan of graph '{}' is unsound: {}", graph.name(), *overlap));
+  return fmt::format(
+      "memory plan of {}: {} intermediates in an arena of {} bytes (most alive at once {}, each in "
+      "its own memory {}); {} escape the call",
+      graph.name(), plan.tensors.size(), plan.arena_bytes, plan.peak_live_bytes, plan.unshared_bytes, plan.escaping);
+}
+
 std::string partition_report(const CompileState& state, const GraphSummary& summary) {
   if (!state.traced.joint || !state.partition) {
-    return fmt::format("{}: inference compile (no input requires grad, or grad mode off): nothing to partition.\n",
-                       state.name);
+    std::string report = fmt::format(
+        "{}: inference compile (no input requires grad, or grad mode off): nothing to partition.\n", state.name);
+    if (state.traced.inference_graph) report += memory_plan_line(*state.traced.inference_graph) + "\n";
+    return report;
   }
   const PartitionResult& p = *state.partition;
   fmt::memory_buffer out;
@@ -91,6 +107,8 @@ std::string partition_report(const CompileState& state, const GraphSummary& summ
   line("saved bytes by partitioner:");
   line(fmt::format("  default_partition                    {:>12}", summary.default_partition->saved_bytes));
   line(fmt::format("  min_cut_rematerialization_partition  {:>12}", summary.min_cut->saved_bytes));
+  line(memory_plan_line(p.forward));
+  line(memory_plan_line(p.backward));
   return fmt::to_string(out);
 }
 

@@ -1,0 +1,53 @@
+#pragma once
+// Memory planning of the tensors a graph's calls allocate, as PyTorch's Static Runtime and
+// NativeRT plan theirs: each such tensor lives from the call that makes it to the last call that
+// reads it or any view of it, and gets an offset in one arena, placed greedy by size, so that two
+// tensors alive at once never share a byte. Memory from outside the calls (inputs, constants) is
+// not planned, nor what escapes the call: a graph output or a view of one.
+//
+// The plan is data: a backend that runs the graph decides how to use it (an arena and _out
+// kernels, a CUDA graph's pool); plan_overlap() checks any plan, whoever made it.
+#include <aotpipe/graph/graph.h>
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace aotpipe {
+
+// The value whose call allocated v's memory: v itself for a fresh result, its base for a view
+// (followed through `self` of the alias-annotated returns, list returns included, and through
+// _unsafe_view, whose schema hides that its result is a view); nullptr for memory that came from
+// outside the graph's calls (an input, a constant).
+const Value* allocation_of(const Value& v);
+
+struct PlannedTensor {
+  const Value* value = nullptr;  // the fresh result that owns the memory
+  std::size_t bytes = 0;         // its storage, rounded up to MemoryPlan::kAlignment
+  std::size_t first = 0;         // index in graph.nodes() of the call that makes it
+  std::size_t last = 0;          // index of the last call that reads it or a view of it
+  std::size_t offset = 0;        // where it starts in the arena
+};
+
+struct MemoryPlan {
+  static constexpr std::size_t kAlignment = 64;  // c10's CPU alignment, and a CUDA sector's
+
+  std::vector<PlannedTensor> tensors;  // in the order of their calls
+  std::size_t arena_bytes = 0;         // the plan: one allocation of this size holds them all
+  std::size_t peak_live_bytes = 0;     // the most bytes alive at once: no plan is smaller
+  std::size_t unshared_bytes = 0;      // all of them, each in its own memory (no reuse)
+  std::size_t escaping = 0;            // fresh results not planned: outputs (or their bases), list results
+  std::size_t unsized = 0;             // fresh results without TensorMeta (an undefined gradient): not planned
+};
+
+// The plan of `graph` for the order of its nodes, sized by the values' TensorMeta (shape
+// propagation fills it).
+MemoryPlan plan_memory(const Graph& graph);
+
+// The first two tensors alive at once whose bytes overlap, or a tensor that ends past the arena,
+// described with their names, byte ranges and the node where both are alive; nullopt for a sound
+// plan.
+std::optional<std::string> plan_overlap(const MemoryPlan& plan);
+
+}  // namespace aotpipe
