@@ -20,7 +20,6 @@ namespace {
 using json = CheckedJson;  // numbers read exactly or refused (graph/checked_json.h)
 
 constexpr std::array<char, 8> kMagic = {'A', 'O', 'T', 'P', 'K', 'G', '\n', '\0'};
-constexpr std::size_t kHeaderSize = 32;
 
 uint64_t align_up(uint64_t n) { return (n + kPackageAlignment - 1) / kPackageAlignment * kPackageAlignment; }
 
@@ -37,6 +36,29 @@ uint64_t get_le(const char* p, int bytes) {
   for (int i = 0; i < bytes; ++i) v |= static_cast<uint64_t>(static_cast<unsigned char>(p[i])) << (8 * i);
   return v;
 }
+
+}  // namespace
+
+std::string package_header(std::string_view manifest, uint32_t format_version) {
+  std::string header(kMagic.begin(), kMagic.end());
+  put_u32(header, format_version);
+  put_u32(header, 0);
+  put_u64(header, manifest.size());
+  put_u64(header, checksum_of(manifest));
+  return header;
+}
+
+bool reseal_manifest_checksum(std::string& bytes) {
+  if (bytes.size() < kPackageHeaderSize) return false;
+  const uint64_t manifest_size = get_le(bytes.data() + 16, 8);
+  if (manifest_size > bytes.size() - kPackageHeaderSize) return false;
+  std::string checksum;
+  put_u64(checksum, checksum_of(std::string_view(bytes).substr(kPackageHeaderSize, manifest_size)));
+  bytes.replace(24, 8, checksum);
+  return true;
+}
+
+namespace {
 
 // ---- manifest to JSON ------------------------------------------------------------------------
 
@@ -304,7 +326,7 @@ PackageFile open_package_file(const std::filesystem::path& path) {
     mapping = MappedFile::open(path);
   } catch (const std::runtime_error& e) { throw PackageError(fmt::format("package {}", e.what())); }
   const auto size = static_cast<uint64_t>(mapping->size());
-  if (size < kHeaderSize)
+  if (size < kPackageHeaderSize)
     throw fail(fmt::format("{} bytes: too short for a package header (truncated, or not a package)", size));
   const char* bytes = mapping->data();
 
@@ -314,13 +336,13 @@ PackageFile open_package_file(const std::filesystem::path& path) {
     throw fail(fmt::format("package format version {}; this build of aotpipe reads version {}", version,
                            kPackageFormatVersion));
   const uint64_t manifest_size = get_le(bytes + 16, 8);
-  if (manifest_size > size - kHeaderSize)
+  if (manifest_size > size - kPackageHeaderSize)
     throw fail(fmt::format("the manifest's {} bytes lie past the end of the file ({} bytes): the file is truncated",
                            manifest_size, size));
-  const std::string_view manifest_text(bytes + kHeaderSize, manifest_size);
+  const std::string_view manifest_text(bytes + kPackageHeaderSize, manifest_size);
   if (checksum_of(manifest_text) != get_le(bytes + 24, 8))
     throw fail("the manifest is corrupted (its checksum does not match the header's)");
-  const uint64_t data_start = align_up(kHeaderSize + manifest_size);
+  const uint64_t data_start = align_up(kPackageHeaderSize + manifest_size);
   const uint64_t data_size = size > data_start ? size - data_start : 0;
 
   PackageFile file;
@@ -359,11 +381,7 @@ void write_package_file(const std::filesystem::path& path, PackageManifest manif
   for (PackageCompile& c : manifest.compiles) place(c.artifact, blobs[next++]);
 
   const std::string text = manifest_json(manifest).dump(1);
-  std::string header(kMagic.begin(), kMagic.end());
-  put_u32(header, manifest.format_version);
-  put_u32(header, 0);
-  put_u64(header, text.size());
-  put_u64(header, checksum_of(text));
+  std::string header = package_header(text, manifest.format_version);
   header += text;
   header.resize(align_up(header.size()), '\0');
 

@@ -36,6 +36,16 @@ class PackageError : public std::runtime_error {
 
 inline constexpr uint32_t kPackageFormatVersion = 1;
 inline constexpr std::size_t kPackageAlignment = 64;
+// A package starts with this many bytes: the magic, the format version, then the manifest's
+// length and XXH3-64 checksum (little-endian u64s at 16 and 24, docs/packages.md).
+inline constexpr std::size_t kPackageHeaderSize = 32;
+
+// The header of a package whose manifest is `manifest` (what write_package_file writes).
+std::string package_header(std::string_view manifest, uint32_t format_version = kPackageFormatVersion);
+// Rewrites the manifest checksum in the header of `bytes` (a whole package) to match the manifest
+// its length field names, so that a tool editing a manifest in place (the package fuzzer) gets
+// past the checksum test; false where the bytes are too short or the length runs past them.
+bool reseal_manifest_checksum(std::string& bytes);
 
 // Bytes of the data section.
 struct PackageBlob {

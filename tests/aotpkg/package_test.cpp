@@ -10,9 +10,6 @@
 #include <aotpipe/package/load_package.h>
 #include <aotpipe/package/package_format.h>
 
-#define XXH_INLINE_ALL
-#include <xxhash.h>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -352,11 +349,7 @@ TEST_F(BadPackageTest, RandomManifestMutationsNeverCrash) {
       }
     }
     // Header with the new length and checksum, padding, the same data section.
-    std::string file = bytes.substr(0, 16);
-    for (int i = 0; i < 8; ++i) file.push_back(static_cast<char>((mutated.size() >> (8 * i)) & 0xff));
-    const uint64_t checksum = XXH3_64bits(mutated.data(), mutated.size());
-    for (int i = 0; i < 8; ++i) file.push_back(static_cast<char>((checksum >> (8 * i)) & 0xff));
-    file += mutated;
+    std::string file = package_header(mutated) + mutated;
     file.resize((file.size() + kPackageAlignment - 1) / kPackageAlignment * kPackageAlignment, '\0');
     file += data;
     const auto path = with_bytes("mutated", file);

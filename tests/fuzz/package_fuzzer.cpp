@@ -8,38 +8,14 @@
 #include <aotpipe/package/load_package.h>
 #include <aotpipe/package/package_format.h>
 
-#define XXH_INLINE_ALL
-#include <xxhash.h>
-
-#include <cstring>
 #include <string>
 
 using namespace aotpipe;
 
-namespace {
-
-// The little-endian u64 at `offset` of `bytes`.
-uint64_t get_le64(const std::string& bytes, std::size_t offset) {
-  uint64_t value = 0;
-  for (std::size_t i = 0; i < 8; ++i) value |= uint64_t{static_cast<unsigned char>(bytes[offset + i])} << (8 * i);
-  return value;
-}
-
-void put_le64(std::string& bytes, std::size_t offset, uint64_t value) {
-  for (std::size_t i = 0; i < 8; ++i) bytes[offset + i] = static_cast<char>((value >> (8 * i)) & 0xff);
-}
-
-}  // namespace
-
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
   constexpr std::string_view target = "package";
   std::string bytes(fuzz::as_text(data, size));
-  constexpr std::size_t kHeader = 32;
-  if (bytes.size() >= kHeader) {
-    const uint64_t manifest_size = get_le64(bytes, 16);
-    if (manifest_size <= bytes.size() - kHeader)
-      put_le64(bytes, 24, XXH3_64bits(bytes.data() + kHeader, manifest_size));
-  }
+  reseal_manifest_checksum(bytes);
   const fuzz::MemoryFile file(bytes);
   fuzz::rejects_only_with<PackageError>(target, "PackageError", [&] { (void)open_package_file(file.path()); });
   fuzz::rejects_only_with<PackageError>(target, "PackageError", [&] {
