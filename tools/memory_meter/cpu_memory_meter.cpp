@@ -4,6 +4,12 @@
 #include <c10/core/CPUAllocator.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
 #include <atomic>
 #include <mutex>
 #include <unordered_map>
@@ -28,6 +34,7 @@ class MeteredCpuAllocator final : public c10::Allocator {
       counted_[ptr] = {nbytes, deleter};
       live_ += static_cast<std::int64_t>(nbytes);
       peak_ = std::max(peak_, live_);
+      if (tracing_) trace_.push_back({static_cast<std::int64_t>(nbytes), live_, ptr});
     }
     return {ptr, ptr, &release, device};
   }
@@ -38,9 +45,15 @@ class MeteredCpuAllocator final : public c10::Allocator {
   void start() {
     std::lock_guard lock(mutex_);
     live_ = peak_ = 0;
+    trace_.clear();
+    tracing_ = std::getenv("AOTPIPE_METER_TRACE_DIR") != nullptr;
     enabled_ = true;
   }
-  void stop() { enabled_ = false; }
+  void stop() {
+    enabled_ = false;
+    std::lock_guard lock(mutex_);
+    if (tracing_) write_trace();
+  }
   std::int64_t live() {
     std::lock_guard lock(mutex_);
     return live_;
@@ -57,6 +70,26 @@ class MeteredCpuAllocator final : public c10::Allocator {
   };
 
   static void release(void* ptr);
+
+  // AOTPIPE_METER_TRACE_DIR: each measurement writes trace-<pid>-<n>.txt there, a line per allocation
+  // (+bytes) and per free (-bytes) with the live bytes after it and the address, to see what a peak is made of.
+  struct Event {
+    std::int64_t bytes;
+    std::int64_t live;
+    const void* ptr;
+  };
+  void write_trace() {
+    const std::string path = std::string(std::getenv("AOTPIPE_METER_TRACE_DIR")) + "/trace-" +
+                             std::to_string(::getpid()) + "-" + std::to_string(traces_written_++) + ".txt";
+    if (std::FILE* f = std::fopen(path.c_str(), "w")) {
+      for (const Event& e : trace_)
+        std::fprintf(f, "%+lld %lld %p\n", static_cast<long long>(e.bytes), static_cast<long long>(e.live), e.ptr);
+      std::fclose(f);
+    }
+  }
+  bool tracing_ = false;
+  std::vector<Event> trace_;
+  int traces_written_ = 0;
 
   c10::Allocator* underlying_;
   std::atomic<bool> enabled_{false};
@@ -80,6 +113,7 @@ void MeteredCpuAllocator::release(void* ptr) {
     auto it = m.counted_.find(ptr);
     if (it != m.counted_.end()) {
       m.live_ -= static_cast<std::int64_t>(it->second.bytes);
+      if (m.tracing_ && m.enabled_) m.trace_.push_back({-static_cast<std::int64_t>(it->second.bytes), m.live_, ptr});
       deleter = it->second.deleter;
       m.counted_.erase(it);
     }
