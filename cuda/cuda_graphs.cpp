@@ -2,6 +2,7 @@
 #include <aotpipe/cuda/cuda_graphs.h>
 #include <aotpipe/cuda/internal/graph_runner.h>
 #include <aotpipe/backend/backend_notes.h>
+#include <aotpipe/backend/backend_traits.h>
 #include <aotpipe/backend/backends.h>
 
 #include <fmt/format.h>
@@ -29,17 +30,22 @@ std::shared_ptr<cuda_detail::SharedCapture> shared_capture(const CudaGraphOption
 }  // namespace
 
 Compiler cuda_graphs(CudaGraphOptions options) {
-  return named_compiler(
-      identity(options), [options](const Graph& graph, const std::vector<TensorMeta>&) -> CompiledGraph {
-        auto interpreter = std::make_shared<const Interpreter>(graph, InterpreterOptions{.reinplace = true});
-        if (std::optional<std::string> why = cuda_graph_refusal(graph)) {
-          report_backend_note(fmt::format("cuda_graphs: graph '{}' runs in the interpreter: {}", graph.name(), *why));
-          return [interpreter](TensorList args) { return interpreter->run(std::move(args)); };
-        }
-        auto runner = std::make_shared<cuda_detail::GraphRunner>(interpreter, graph.name(), options,
-                                                                 unread_host_outputs(graph), shared_capture(options));
-        return [runner](TensorList args) { return (*runner)(std::move(args)); };
-      });
+  // A replay launches every op's kernel, recomputed ones too: the default partitioner by default.
+  return with_backend_traits(
+      named_compiler(identity(options),
+                     [options](const Graph& graph, const std::vector<TensorMeta>&) -> CompiledGraph {
+                       auto interpreter =
+                           std::make_shared<const Interpreter>(graph, InterpreterOptions{.reinplace = true});
+                       if (std::optional<std::string> why = cuda_graph_refusal(graph)) {
+                         report_backend_note(
+                             fmt::format("cuda_graphs: graph '{}' runs in the interpreter: {}", graph.name(), *why));
+                         return [interpreter](TensorList args) { return interpreter->run(std::move(args)); };
+                       }
+                       auto runner = std::make_shared<cuda_detail::GraphRunner>(
+                           interpreter, graph.name(), options, unread_host_outputs(graph), shared_capture(options));
+                       return [runner](TensorList args) { return (*runner)(std::move(args)); };
+                     }),
+      {.recomputation_pays = false});
 }
 
 }  // namespace aotpipe::backends

@@ -1,7 +1,9 @@
 // The runtime wrappers of the plans are in stages/common/runtime_wrapper.cpp: a stored artifact
 // made callable links them without the partitioner this file's defaults name.
 #include <aotpipe/stages/compile_state.h>
+#include <aotpipe/backend/backend_traits.h>
 #include <aotpipe/backend/compiler_defaults.h>
+#include <aotpipe/stages/partition/default_partition.h>
 #include <aotpipe/stages/partition/min_cut_partition.h>
 
 #include <utility>
@@ -13,7 +15,10 @@ AotConfig resolve_defaults(AotConfig config) {
   config.fw_compiler = std::move(compilers.forward);
   config.bw_compiler = std::move(compilers.backward);
   config.inference_compiler = std::move(compilers.inference);
-  if (!config.partition_fn) config.partition_fn = partitioners::min_cut_rematerialization_partition();
+  if (!config.partition_fn)
+    config.partition_fn = backend_traits_of(config.fw_compiler).recomputation_pays
+                              ? partitioners::min_cut_rematerialization_partition()
+                              : partitioners::default_partition();
   return config;
 }
 

@@ -33,7 +33,10 @@ struct AotConfig {
   Compiler fw_compiler;         // empty: backends::interpreter()
   Compiler bw_compiler;         // empty: same as fw_compiler
   Compiler inference_compiler;  // empty: same as fw_compiler
-  Partitioner partition_fn;     // empty: partitioners::min_cut_rematerialization_partition()
+  // Empty: the forward compiler's choice (backend/backend_traits.h): min-cut rematerialization
+  // (the interpreter's), or the default partitioner for a backend that recomputation does not pay
+  // for (cuda_graphs).
+  Partitioner partition_fn;
   std::size_t num_params_buffers = 0;
   bool keep_inference_input_mutations = false;
   // Fake traces may run an op with no Meta kernel on zero-filled CPU tensors (counted in
@@ -59,7 +62,7 @@ struct AotConfig {
   // The compile cache is not configured here: the driver takes it (driver/aot_function.h).
 };
 
-// The config with its empty members filled in (interpreter, min-cut partitioner).
+// The config with its empty members filled in (the interpreter, the forward compiler's partitioner).
 AotConfig resolve_defaults(AotConfig config);
 
 // The callable at one layer of the runtime.

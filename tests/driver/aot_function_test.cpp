@@ -4,6 +4,8 @@
 #include <aotpipe/graph/parser.h>
 #include <aotpipe/driver/aot_function.h>
 #include <aotpipe/backend/backend_notes.h>
+#include <aotpipe/backend/backend_traits.h>
+#include <aotpipe/backend/backends.h>
 #include <aotpipe/backend/run_compiler.h>
 #include <aotpipe/cache/cache_key.h>
 #include <aotpipe/stages/compile_stages.h>
@@ -235,6 +237,38 @@ TEST(AotFunctionRuntime, GraphsCompiledAtFirstCallShareTheirGroup) {
   ASSERT_EQ(recorder.seen.size(), 3u);
   EXPECT_EQ(recorder.seen[0], recorder.seen[1]);
   EXPECT_NE(recorder.seen[0], recorder.seen[2]);
+}
+
+// A config naming no partitioner takes the forward compiler's choice (backend/backend_traits.h):
+// min-cut unless the backend declares that recomputation does not pay; a named one wins.
+TEST(AotFunctionRuntime, BackendTraitsPickThePartitioner) {
+  const Compiler saving = with_backend_traits(backends::interpreter(), {.recomputation_pays = false});
+  EXPECT_EQ(identity_of(saving), identity_of(backends::interpreter())) << "the cache still keys on its name";
+  EXPECT_FALSE(backend_traits_of(saving).recomputation_pays);
+  EXPECT_TRUE(backend_traits_of(backends::interpreter()).recomputation_pays);
+  const Compiler plain = with_backend_traits(
+      [](const Graph& g, const std::vector<TensorMeta>&) -> CompiledGraph {
+        auto interpreter = std::make_shared<const Interpreter>(g);
+        return [interpreter](TensorList args) { return interpreter->run(std::move(args)); };
+      },
+      {.recomputation_pays = false});
+  EXPECT_FALSE(backend_traits_of(plain).recomputation_pays);
+  EXPECT_EQ(identity_of(plain), std::nullopt);
+
+  // gelu then sum: min-cut recomputes the pointwise chain, the default partitioner saves it.
+  auto fn = [](const TensorList& a) { return TensorList{at::gelu(a[0] * a[1]).exp().sum()}; };
+  const TensorList inputs{param({16}), param({16})};
+  auto partitioner_of = [&](AotConfig config) {
+    CompiledFunction f = aot_function(fn, std::move(config));
+    f(inputs)[0].backward();
+    return f.compiled_state(inputs)->partition->partitioner;
+  };
+  AotConfig config;
+  EXPECT_EQ(partitioner_of(config), identity_of(partitioners::min_cut_rematerialization_partition()));
+  config.fw_compiler = saving;
+  EXPECT_EQ(partitioner_of(config), identity_of(partitioners::default_partition()));
+  config.partition_fn = partitioners::min_cut_rematerialization_partition();
+  EXPECT_EQ(partitioner_of(config), identity_of(partitioners::min_cut_rematerialization_partition()));
 }
 
 TEST(AotFunctionRuntime, CreateGraphWorksOnceAndDoubleBackwardRaises) {

@@ -24,7 +24,7 @@ struct CacheOptions {
   std::string cache_dir;
   std::vector<std::string> inputs;
   std::string pipeline = default_compile_pipeline_text();
-  std::string partitioner = "min_cut";
+  std::string partitioner = "auto";
   uint64_t seed = 0;
   std::string device;
   bool no_cpu_fallback = false;
@@ -35,7 +35,8 @@ int run_stats(const CacheOptions& options) {
   fmt::print("directory        {}\n", stats.directory.string());
   fmt::print("entries          {}\n", stats.entries);
   fmt::print("records          {}\n", stats.records);
-  fmt::print("size             {:.1f} MiB of {:.0f} MiB\n", stats.bytes / 1048576.0, stats.max_bytes / 1048576.0);
+  fmt::print("size             {:.1f} MiB of {:.0f} MiB\n", static_cast<double>(stats.bytes) / 1048576.0,
+             static_cast<double>(stats.max_bytes) / 1048576.0);
   fmt::print("temporary files  {}\n", stats.temporary_files);
   return 0;
 }
@@ -54,7 +55,7 @@ int run_explain(const CacheOptions& options) {
   // The key holds the pipeline as the compile sees it (normalized by parsing).
   const std::string pipeline = compile_stage_registry().parse(options.pipeline, "aot").to_string();
   JobSettings settings{
-      options.device, options.seed, options.no_cpu_fallback, partitioner_named(options.partitioner), cache, {}};
+      options.device, options.seed, options.no_cpu_fallback, partitioner_option(options.partitioner), cache, {}};
   int status = 0;
   for (const GraphFile& file : collect_graph_files(options.inputs, {kGraphExtension, kExportExtension})) {
     GraphRow row;
@@ -96,7 +97,7 @@ Command add_cache_command(CLI::App& parent) {
   explain->add_option("inputs", options->inputs, "Graph files (.aotg), archives (.pt2) or directories")->required();
   explain->add_option("--pipeline", options->pipeline, "As for aotpipe compile")->capture_default_str();
   explain->add_option("--partitioner", options->partitioner, "As for aotpipe compile")
-      ->check(CLI::IsMember({"min_cut", "default"}))
+      ->check(CLI::IsMember(partitioner_names()))
       ->capture_default_str();
   explain->add_option("--seed", options->seed, "As for aotpipe compile")->capture_default_str();
   explain->add_option("--device", options->device, "As for aotpipe compile");

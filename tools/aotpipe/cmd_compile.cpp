@@ -1,4 +1,4 @@
-// aotpipe compile INPUT... [-j N] [--pipeline SPEC] [--partitioner min_cut|default] [--out DIR]
+// aotpipe compile INPUT... [-j N] [--pipeline SPEC] [--partitioner auto|min_cut|default] [--out DIR]
 //                          [--trace FILE] [--check] [--no-svg] [--seed N] [--device D]
 //                          [--no-cpu-fallback] [--cache-dir DIR | --no-cache] [--remote-cache URL]
 //
@@ -69,7 +69,7 @@ struct CompileOptions {
   std::vector<std::string> inputs;
   std::size_t jobs = 0;  // 0: the machine's cores
   std::string pipeline = default_compile_pipeline_text();
-  std::string partitioner = "min_cut";
+  std::string partitioner = "auto";
   std::string backend = "interpreter";
   std::string out_dir;
   std::string trace_file;
@@ -319,7 +319,7 @@ int run_compile(const CompileOptions& options) {
   JobSettings settings{options.device,
                        options.seed,
                        options.no_cpu_fallback,
-                       partitioner_named(options.partitioner),
+                       partitioner_option(options.partitioner),
                        options.no_cache ? nullptr : open_compile_cache(options.cache_dir, options.remote_cache),
                        backend_named(options.backend)};
   // A bad pipeline text is a usage error, reported before any work (exit 2 from main).
@@ -506,8 +506,10 @@ Command add_compile_command(CLI::App& parent) {
         throw CLI::Success();
       },
       "Print the compile stages (the names --pipeline takes) and exit");
-  app->add_option("--partitioner", options->partitioner, "Partitioner of the joint graph")
-      ->check(CLI::IsMember({"min_cut", "default"}))
+  app->add_option("--partitioner", options->partitioner,
+                  "Partitioner of the joint graph; auto: the backend's (min_cut for the interpreter, default for "
+                  "cuda_graphs, docs/cuda-graphs.md)")
+      ->check(CLI::IsMember(partitioner_names()))
       ->capture_default_str();
   app->add_option("--backend", options->backend,
                   "Backend compiler of the forward, backward and inference graphs: interpreter, or cuda_graphs "

@@ -35,6 +35,12 @@ Compiler backend_named(const std::string& name) {
                                               fmt::format("{}", fmt::join(backend_names(), ", ")) + ")");
 }
 
+std::vector<std::string> partitioner_names() { return {"auto", "min_cut", "default"}; }
+
+Partitioner partitioner_option(const std::string& name) {
+  return name == "auto" ? Partitioner{} : partitioner_named(name);
+}
+
 AotConfig job_config(const JobSettings& settings) {
   AotConfig config;
   config.partition_fn = settings.partitioner;

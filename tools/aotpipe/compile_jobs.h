@@ -32,6 +32,12 @@ AotConfig job_config(const JobSettings& settings);
 std::vector<std::string> backend_names();
 Compiler backend_named(const std::string& name);
 
+// The partitioners `--partitioner` names: "auto", the backend's choice (backend/backend_traits.h:
+// min_cut for the interpreter, default for cuda_graphs), which is the empty Partitioner, and
+// "min_cut" and "default".
+std::vector<std::string> partitioner_names();
+Partitioner partitioner_option(const std::string& name);
+
 // The CLI's compile cache in `directory` (empty: CompileCache::default_directory()), its warnings
 // logged; `remote_url` (redis://HOST:PORT), when given, adds the Redis level. Throws
 // CLI::ValidationError naming --remote-cache for a URL the build cannot use.

@@ -52,7 +52,7 @@ int write_package_command(const PackageRequest& request) {
   for (const std::string& text : request.sizes) options.sizes.push_back(parse_sizes(text));
   options.backend = request.backend;
   options.config.fw_compiler = backend_named(request.backend);
-  options.config.partition_fn = partitioner_named(request.partitioner);
+  options.config.partition_fn = partitioner_option(request.partitioner);
   options.config.allow_cpu_fallback = !request.no_cpu_fallback;
   LoadExportedProgramOptions load;
   if (!request.device.empty()) load.device = options.device;

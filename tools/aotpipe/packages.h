@@ -18,7 +18,7 @@ struct PackageRequest {
   std::string device;              // empty: cpu
   std::vector<std::string> sizes;  // --sizes, one set each: "8x256,8x256"
   std::string backend = "interpreter";
-  std::string partitioner = "min_cut";
+  std::string partitioner = "auto";
   bool no_cpu_fallback = false;
 };
 
