@@ -2,6 +2,7 @@
 #include <aotpipe/export/internal/pt2_archive.h>
 #include <aotpipe/export/internal/torch_save_reader.h>
 #include <aotpipe/graph/error_text.h>
+#include <aotpipe/graph/layout_bounds.h>
 
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
@@ -218,8 +219,7 @@ at::Tensor Pt2Archive::view_of(const at::Tensor& flat, const TensorMeta& meta, c
                                const std::string& record) const {
   if (flat.numel() == 0 && meta.numel() > 0)  // the Python loader substitutes zeros too
     return at::empty_strided(meta.sizes, meta.strides, at::TensorOptions().dtype(meta.dtype)).zero_();
-  int64_t extent = meta.numel() ? meta.storage_offset + 1 : 0;
-  for (std::size_t d = 0; d < meta.sizes.size() && meta.numel(); ++d) extent += (meta.sizes[d] - 1) * meta.strides[d];
+  const int64_t extent = storage_extent(meta);
   if (extent > flat.numel())
     throw Pt2Error(fmt::format("{}: '{}' ({}) needs {} elements of storage, record '{}' holds {}", where_, fqn,
                                to_string(meta), extent, record, flat.numel()));

@@ -173,9 +173,7 @@ void check_tensors(const c10::IValue& v) {
     if (!t.defined() || !t.has_storage()) return;
     const TensorMeta meta = TensorMeta::of(t);
     if (auto error = layout_error(meta)) fail(fmt::format("a tensor's layout: {}", *error));
-    int64_t extent = meta.numel() ? meta.storage_offset + 1 : 0;
-    for (std::size_t d = 0; d < meta.sizes.size() && meta.numel(); ++d) extent += (meta.sizes[d] - 1) * meta.strides[d];
-    const auto bytes = static_cast<std::size_t>(extent) * t.element_size();
+    const auto bytes = static_cast<std::size_t>(storage_extent(meta)) * t.element_size();
     if (bytes > t.storage().nbytes())
       fail(fmt::format("a tensor ({}) reaches byte {} of a storage of {}", to_string(meta), bytes,
                        t.storage().nbytes()));

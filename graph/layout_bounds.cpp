@@ -45,4 +45,11 @@ std::optional<std::string> layout_error(const TensorMeta& meta) {
   return std::nullopt;
 }
 
+int64_t storage_extent(const TensorMeta& meta) {
+  if (meta.numel() == 0) return 0;
+  int64_t extent = meta.storage_offset + 1;
+  for (std::size_t d = 0; d < meta.sizes.size(); ++d) extent += (meta.sizes[d] - 1) * meta.strides[d];
+  return extent;
+}
+
 }  // namespace aotpipe

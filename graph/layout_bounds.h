@@ -18,4 +18,8 @@ std::optional<std::string> sizes_error(c10::IntArrayRef sizes);
 // extent in bytes of the dtype.
 std::optional<std::string> layout_error(const TensorMeta& meta);
 
+// Elements of storage the layout reaches (the storage offset, plus the furthest element, plus
+// one), 0 for an empty tensor: the storage a view needs. For a layout layout_error accepts.
+int64_t storage_extent(const TensorMeta& meta);
+
 }  // namespace aotpipe

@@ -1,4 +1,5 @@
 #include <aotpipe/graph/memory_plan.h>
+#include <aotpipe/graph/layout_bounds.h>
 
 #include <fmt/format.h>
 
@@ -60,10 +61,7 @@ Origin origin_of(const Node& node, std::size_t k) {
 }
 
 std::size_t storage_bytes(const TensorMeta& meta) {
-  if (meta.numel() == 0) return 0;
-  int64_t extent = meta.storage_offset + 1;
-  for (std::size_t d = 0; d < meta.sizes.size(); ++d) extent += (meta.sizes[d] - 1) * std::abs(meta.strides[d]);
-  const auto bytes = static_cast<std::size_t>(extent) * c10::elementSize(meta.dtype);
+  const auto bytes = static_cast<std::size_t>(storage_extent(meta)) * c10::elementSize(meta.dtype);
   return (bytes + MemoryPlan::kAlignment - 1) / MemoryPlan::kAlignment * MemoryPlan::kAlignment;
 }
 
