@@ -98,15 +98,13 @@ Pt2Archive::Pt2Archive(const std::filesystem::path& path, bool map_weights)
 Pt2Archive::~Pt2Archive() = default;
 
 std::size_t Pt2Archive::record_size(const std::string& record) const {
-  // Deflate expands at most 1032:1; a stored record lies inside the file (which miniz checks).
-  constexpr std::uintmax_t kMaxExpansion = 1032;
   std::size_t size = 0;
   try {
     size = reader_->getRecordSize(record);
   } catch (const std::exception& e) {
     throw Pt2Error(fmt::format("{}: cannot read record '{}': {}", where_, record, first_line(error_text(e))));
   }
-  if (size / kMaxExpansion > file_bytes_)
+  if (!zip_claim_fits(size, file_bytes_))
     throw Pt2Error(fmt::format("{}: record '{}' claims {} bytes, more than an archive of {} bytes can hold", where_,
                                record, size, file_bytes_));
   return size;

@@ -15,9 +15,6 @@
 namespace aotpipe::pt2 {
 namespace {
 
-// Deflate expands at most 1032:1; a stored record lies inside the bytes (which miniz checks).
-constexpr std::size_t kMaxExpansion = 1032;
-
 // Reads what there is: libtorch's VectorReader and MemoryReadAdapter copy as many bytes as asked.
 class BoundedBytes final : public caffe2::serialize::ReadAdapterInterface {
  public:
@@ -198,7 +195,7 @@ c10::IValue load_torch_save(const at::DataPtr& bytes, std::size_t size) {
   auto storages = std::make_shared<torch::jit::DeserializationStorageContext>();
   for (const std::string& record : reader.getAllRecords()) {
     const std::size_t record_size = reader.getRecordSize(record);
-    if (record_size / kMaxExpansion > size)
+    if (!zip_claim_fits(record_size, size))
       fail(fmt::format("record '{}' claims {} bytes, more than {} bytes can hold", record, record_size, size));
     if (record.starts_with("data/") && !storages->hasStorage(record.substr(5))) {
       auto [data, n] = reader.getRecord(record);

@@ -13,6 +13,12 @@
 
 namespace aotpipe::pt2 {
 
+// Whether a zip entry claiming `claimed` uncompressed bytes can be real in a zip of `zip_bytes`:
+// deflate expands at most 1032:1, and a stored entry lies inside the zip (which miniz checks).
+// torch's readers allocate the claim before extracting, so every reader of untrusted zips asks
+// this first.
+inline bool zip_claim_fits(std::size_t claimed, std::size_t zip_bytes) { return claimed / 1032 <= zip_bytes; }
+
 // The value torch.save wrote into `bytes`; throws std::runtime_error (or c10::Error from torch)
 // naming what is wrong: a record bigger than the bytes could expand to, a pickle opcode this
 // reader does not know or whose length runs past the pickle, a tensor reaching past its storage.
