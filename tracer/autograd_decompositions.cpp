@@ -8,6 +8,8 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <optional>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -119,6 +121,41 @@ TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
   m.impl("cudnn_batch_norm", TORCH_FN(traced_cudnn_batch_norm));
   m.impl("lstm.input", TORCH_FN(traced_lstm));
 }
+
+// The opposite case: ops that eager differentiates with their own autograd formula on the CPU
+// but that a tracing tensor would see decomposed. The dispatcher gives an Autograd<Backend> key
+// the op's CompositeImplicitAutograd kernel when <Backend> has no kernel of its own: the CPU has
+// one for `silu_backward`, PrivateUse1 (the tracing tensor's backend) none. So a traced backward
+// recorded sigmoid, ones, sub, mul, add, mul, mul (seven results alive where eager's one fused
+// kernel makes one), while PyTorch's AOTAutograd, whose fake tensors dispatch as the CPU or CUDA,
+// records one `aten::silu_backward`. A kernel on PrivateUse1 makes AutogradPrivateUse1 take the
+// autograd formula as AutogradCPU does. It is never reached: the Fake key's fallback, above
+// PrivateUse1, records and runs every op of a tracing tensor.
+void unreachable_private_use1_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack*) {
+  TORCH_CHECK(false, "aotpipe tracer: ", op.operator_name(), " reached PrivateUse1, which a tracing tensor never does");
+}
+
+bool differentiated_by_its_formula_on_cpu(const c10::OperatorHandle& op) {
+  using c10::DispatchKey;
+  return op.hasKernelForDispatchKey(DispatchKey::CompositeImplicitAutograd) &&
+         op.hasKernelForDispatchKey(DispatchKey::Autograd) && op.hasKernelForDispatchKey(DispatchKey::CPU) &&
+         op.hasKernelForDispatchKey(DispatchKey::Meta) && !op.hasKernelForDispatchKey(DispatchKey::PrivateUse1) &&
+         !op.hasKernelForDispatchKey(DispatchKey::CompositeExplicitAutograd);
+}
+
+// At load, before any trace: registering while another thread dispatches would race.
+[[maybe_unused]] const bool kept_with_their_formula = [] {
+  static torch::Library library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
+  for (const c10::OperatorName& name : c10::Dispatcher::singleton().getAllOpNames()) {
+    if (name.name.rfind("aten::", 0) != 0) continue;
+    const std::optional<c10::OperatorHandle> op = c10::Dispatcher::singleton().findOp(name);
+    if (!op || !op->hasSchema() || !differentiated_by_its_formula_on_cpu(*op)) continue;
+    const std::string qualified = name.overload_name.empty() ? name.name : name.name + "." + name.overload_name;
+    library.impl(qualified.substr(6).c_str(),
+                 torch::CppFunction::makeFromBoxedFunction<&unreachable_private_use1_kernel>());
+  }
+  return true;
+}();
 
 }  // namespace
 }  // namespace aotpipe::detail

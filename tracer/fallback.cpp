@@ -212,7 +212,9 @@ void trace_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*ks*/, t
   }
 
   // Decompositions: the user's table first, then CompositeImplicitAutograd kernels (reached
-  // here only when autograd keys are excluded, e.g. under InferenceMode).
+  // here only when autograd keys are excluded, e.g. under InferenceMode), except for an op with
+  // a Meta kernel of its own (silu_backward, reached through its autograd formula, see
+  // autograd_decompositions.cpp): recorded as one call, as PyTorch's fake tensors record it.
   if (!st->options.decompositions.empty()) {
     auto it = st->options.decompositions.find(qualified_name(op));
     if (it != st->options.decompositions.end()) {
@@ -226,7 +228,7 @@ void trace_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*ks*/, t
       return;
     }
   }
-  if (traits.composite_implicit) {
+  if (traits.composite_implicit && !traits.meta) {
     op.callBoxedForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd, *stack);
     return;
   }

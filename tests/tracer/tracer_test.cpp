@@ -282,6 +282,27 @@ TEST(Tracer, InferenceModeStillDecomposesCompositeImplicit) {
   EXPECT_EQ(ops_of(g), (std::set<std::string>{"aten::t", "aten::mm"})) << g.to_string();
 }
 
+// SiLU's backward is one call, as eager runs it and as PyTorch's AOTAutograd records it, not the
+// sigmoid/ones/sub/mul/add chain of its CompositeImplicitAutograd kernel (which a tracing tensor's
+// autograd key used to pick); in fake and real traces alike, and with the gradient eager gives.
+TEST(Tracer, SiluBackwardIsRecordedAsOneCall) {
+  for (TraceMode mode : {TraceMode::Fake, TraceMode::Real}) {
+    at::Tensor x = rn({4, 8}).requires_grad_(true);
+    at::Tensor tangent = rn({4, 8});
+    TraceOptions options;
+    options.mode = mode;
+    TraceResult r = trace_joint([](const TensorList& a) { return TensorList{at::silu(a[0])}; }, {x}, options);
+    std::multiset<std::string> backward_ops;
+    for (Node* n : r.graph.nodes())
+      if (n->attrs().at("phase") == "backward") backward_ops.insert(n->qualified_name());
+    EXPECT_EQ(backward_ops, (std::multiset<std::string>{"aten::silu_backward"})) << r.graph.to_string();
+    EXPECT_FALSE(has_inplace_op(r.graph)) << r.graph.to_string();
+    TensorList out = Interpreter(r.graph).run({x.detach(), tangent});
+    at::Tensor eager_grad = torch::autograd::grad({at::silu(x)}, {x}, {tangent})[0];
+    EXPECT_TRUE(testing::tensors_close(eager_grad, out.at(1), 0, 0));
+  }
+}
+
 TEST(Tracer, FunctionalizationRemovesInplaceAndReportsInputMutations) {
   TensorList inputs{rn({2, 3}), rn({4, 3})};
   TraceOptions options;
