@@ -448,6 +448,23 @@ void Graph::move_node(Node* node, Node* before) {
   insert_node(std::move(owned), before);
 }
 
+void Graph::reorder_nodes(std::span<Node* const> order) {
+  if (order.size() != nodes_.size())
+    throw GraphError(fmt::format("graph '{}': a new order of {} nodes for {}", name_, order.size(), nodes_.size()));
+  std::vector<char> placed(next_node_id_, 0);
+  for (const Node* n : order) {
+    if (!n || n->graph_ != this || placed[n->id_])
+      throw GraphError(fmt::format("graph '{}': the new order is not a permutation of its nodes", name_));
+    n->for_each_input([&](const Value* v) {
+      if (v->producer_ && !placed[v->producer_->id_])
+        throw GraphError(
+            fmt::format("graph '{}': the new order puts {} before the producer of %{}", name_, n->label(), v->name()));
+    });
+    placed[n->id_] = 1;
+  }
+  nodes_.assign(order.begin(), order.end());
+}
+
 void Graph::set_outputs(std::vector<Value*> outputs) {
   for (Value* v : outputs)
     if (!v || v->graph() != this)

@@ -265,6 +265,9 @@ class Graph {
   void erase_nodes(std::span<Node* const> nodes);
   // Moves an existing node before `before` (null: to the end).
   void move_node(Node* node, Node* before);
+  // Puts the nodes in the given order: a permutation of nodes() in which every node comes after
+  // the producers of the values it reads (both checked; the graph is unchanged on a refusal).
+  void reorder_nodes(std::span<Node* const> order);
   std::size_t index_of(const Node* node) const;
 
   // --- outputs ---

@@ -60,46 +60,18 @@ bool is_optional_tensor_list(const c10::TypePtr& type) {
   return t->expectRef<c10::ListType>().getElementType()->kind() == c10::TypeKind::OptionalType;
 }
 
-// A value whose memory a call of this graph allocated (a fresh result, or a view of one), never
-// memory that came from outside (an input, a constant), which a caller might still reach some
-// other way. Who else holds the memory is the run-time check's business.
-bool is_intermediate_memory(const Value& v) { return allocation_of(v) != nullptr; }
-
-bool same_layout(const TensorMeta& a, const TensorMeta& b) {
-  return a.dtype == b.dtype && a.sizes == b.sizes && a.strides == b.strides && a.storage_offset == b.storage_offset;
-}
-
-// add(a, b) with alpha 1 and mul(a, b) are b + a and b * a, bit for bit: their result may go
-// into `other` as well (the tied embedding's gradient: t(mm) + embedding_dense_backward).
-bool is_commutative(const Node& node) {
-  const std::string name = node.qualified_name();
-  if (name == "aten::mul.Tensor") return true;
-  if (name != "aten::add.Tensor") return false;
-  const auto& args = node.args();
-  return args.size() < 3 || (args[2].is_constant() && args[2].constant().isInt() && args[2].constant().toInt() == 1);
-}
-
-// Where the static conditions of re-inplacing hold for `node`: an argument read for the last time,
-// in memory the graph allocated, with the result's layout, that the op's in-place twin may write.
+// Where the static conditions of re-inplacing hold for `node` (reinplace_candidates), the first
+// candidate read here for the last time.
 void plan_reinplace(Instruction& instr, const Node& node) {
   // Under autocast a functional op may cast its arguments where its in-place twin would not.
-  if (instr.autocast || node.outputs().size() != 1 || !node.output()->meta()) return;
-  const TensorMeta& out = *node.output()->meta();
-  auto writable = [&](std::size_t k) {
-    if (k >= node.args().size() || !node.args()[k].is_value() || instr.args[k].kind != ArgSource::Kind::Slot ||
-        !instr.args[k].read.move)
-      return false;
-    const Value& in = *node.args()[k].value();
-    return in.meta() && is_intermediate_memory(in) && same_layout(*in.meta(), out);
-  };
-  if (writable(0))
-    instr.inplace_arg = 0;
-  else if (is_commutative(node) && writable(1))
-    instr.inplace_arg = 1;
-  else
+  if (instr.autocast) return;
+  for (std::size_t k : reinplace_candidates(node)) {
+    if (instr.args[k].kind != ArgSource::Kind::Slot || !instr.args[k].read.move) continue;
+    instr.inplace_arg = k;
+    instr.inplace = pointwise_inplace_variant(node.op());
+    instr.inplace_layout = *node.output()->meta();
     return;
-  instr.inplace = pointwise_inplace_variant(node.op());
-  if (instr.inplace) instr.inplace_layout = out;
+  }
 }
 
 // The run-time half: nothing but the stack holds the tensor or shares its storage.

@@ -1,5 +1,6 @@
 #include <aotpipe/graph/memory_plan.h>
 #include <aotpipe/graph/layout_bounds.h>
+#include <aotpipe/graph/op_properties.h>
 
 #include <fmt/format.h>
 
@@ -97,15 +98,53 @@ void place(MemoryPlan& plan) {
 }  // namespace
 
 const Value* allocation_of(const Value& v) {
+  const Value* root = memory_root(v);
+  return root && !root->is_input() ? root : nullptr;
+}
+
+const Value* memory_root(const Value& v) {
   const Value* value = &v;
   for (;;) {
     const Node* producer = value->producer();
-    if (!producer) return nullptr;
+    if (!producer) return value->is_tensor() ? value : nullptr;
     const Origin origin = origin_of(*producer, value->output_index());
     if (origin.kind == Origin::Kind::Fresh) return value;
     if (origin.kind == Origin::Kind::Outside) return nullptr;
     value = producer->args()[origin.argument].value();
   }
+}
+
+namespace {
+
+bool same_layout(const TensorMeta& a, const TensorMeta& b) {
+  return a.dtype == b.dtype && a.sizes == b.sizes && a.strides == b.strides && a.storage_offset == b.storage_offset;
+}
+
+// add(a, b) with alpha 1 and mul(a, b) are b + a and b * a, bit for bit: their result may go
+// into `other` as well (the tied embedding's gradient: t(mm) + embedding_dense_backward).
+bool is_commutative(const Node& node) {
+  const std::string name = node.qualified_name();
+  if (name == "aten::mul.Tensor") return true;
+  if (name != "aten::add.Tensor") return false;
+  const auto& args = node.args();
+  return args.size() < 3 || (args[2].is_constant() && args[2].constant().isInt() && args[2].constant().toInt() == 1);
+}
+
+}  // namespace
+
+std::vector<std::size_t> reinplace_candidates(const Node& node) {
+  std::vector<std::size_t> candidates;
+  if (!node.is_call() || node.outputs().size() != 1 || !node.output()->meta()) return candidates;
+  const TensorMeta& out = *node.output()->meta();
+  auto writable = [&](std::size_t k) {
+    if (k >= node.args().size() || !node.args()[k].is_value()) return false;
+    const Value& in = *node.args()[k].value();
+    return in.meta() && allocation_of(in) != nullptr && same_layout(*in.meta(), out);
+  };
+  if (writable(0)) candidates.push_back(0);
+  if (is_commutative(node) && writable(1)) candidates.push_back(1);
+  if (!candidates.empty() && !pointwise_inplace_variant(node.op())) candidates.clear();
+  return candidates;
 }
 
 MemoryPlan plan_memory(const Graph& graph) {

@@ -21,6 +21,16 @@ namespace aotpipe {
 // _unsafe_view, whose schema hides that its result is a view); nullptr for memory that came from
 // outside the graph's calls (an input, a constant).
 const Value* allocation_of(const Value& v);
+// The same walk, stopping at a graph input too: the input whose memory v is (v itself or a view
+// of it); nullptr only for constants and non-tensor results.
+const Value* memory_root(const Value& v);
+
+// The arguments a call may write its result into, were it their last read (re-inplacing,
+// InterpreterOptions::reinplace): `self`, or `other` of add with alpha 1 and of mul, when the op
+// has an in-place twin and the argument is memory the graph allocated with the result's dtype,
+// sizes, strides and offset. Best first; empty for most calls. Whether the write happens is
+// decided when the call runs (nothing else may hold the memory).
+std::vector<std::size_t> reinplace_candidates(const Node& node);
 
 struct PlannedTensor {
   const Value* value = nullptr;  // the fresh result that owns the memory

@@ -36,7 +36,7 @@ namespace {
 
 using Json = CheckedJson;  // numbers read exactly or refused (graph/checked_json.h)
 
-constexpr int kArtifactSchema = 3;  // bump on any change of the layout below
+constexpr int kArtifactSchema = 4;  // bump on any change of the layout below
 
 [[noreturn]] void malformed(const std::string& what) { throw ArtifactFormatError("malformed artifact: " + what); }
 
@@ -487,8 +487,31 @@ struct GraphFacts {
           "forward graph outputs differ from the metadata");
     check(p.backward.inputs().size() == p.saved_values.size() + num_tangents, "backward graph inputs differ");
     check(p.backward.outputs().size() == grad_inputs.size(), "backward graph outputs differ from the gradients");
+    check(p.backward_input_lifetimes.size() == p.backward.inputs().size(),
+          "backward input lifetimes differ from the backward graph's inputs");
   }
 };
+
+std::vector<bool> backward_frees_input(const PartitionResult& p) {
+  std::vector<bool> freed;
+  for (InputLifetime l : p.backward_input_lifetimes) freed.push_back(l == InputLifetime::FreedAfterLastUse);
+  return freed;
+}
+
+Json schedule_to_json(const MemorySchedule& s) {
+  return {{"method", std::string(to_string(s.method))}, {"peak_before", s.peak_before}, {"peak_after", s.peak_after}};
+}
+
+MemorySchedule schedule_from_json(const Json& j) {
+  MemorySchedule s;
+  const std::string method = j.at("method").get<std::string>();
+  const std::optional<ScheduleMethod> known = schedule_method_from_string(method);
+  check(known.has_value(), "unknown memory schedule '" + method + "'");
+  s.method = *known;
+  s.peak_before = j.at("peak_before").get<std::size_t>();
+  s.peak_after = j.at("peak_after").get<std::size_t>();
+  return s;
+}
 
 // Runs a graph decoder. A malformed graph (ArtifactFormatError, or a record of the wrong JSON
 // shape) is reported to `on_malformed` and rethrown naming the artifact and where it came from;
@@ -543,7 +566,10 @@ std::string serialize_artifact(const CompiledArtifact& a) {
                            {"saved_values", p.saved_values},
                            {"saved_bytes", p.saved_bytes},
                            {"recomputed", p.recomputed},
-                           {"partitioner", p.partitioner}};
+                           {"partitioner", p.partitioner},
+                           {"backward_frees_input", backward_frees_input(p)},
+                           {"forward_schedule", schedule_to_json(p.forward_schedule)},
+                           {"backward_schedule", schedule_to_json(p.backward_schedule)}};
   } else {
     graphs["partition"] = nullptr;
   }
@@ -617,6 +643,10 @@ CompiledArtifact deserialize_artifact(std::shared_ptr<const void> owner, std::st
         r->saved_bytes = p.at("saved_bytes").get<int64_t>();
         r->recomputed = p.at("recomputed").get<std::vector<std::string>>();
         r->partitioner = p.at("partitioner").get<std::string>();
+        for (bool freed : p.at("backward_frees_input").get<std::vector<bool>>())
+          r->backward_input_lifetimes.push_back(freed ? InputLifetime::FreedAfterLastUse : InputLifetime::HeldByCaller);
+        r->forward_schedule = schedule_from_json(p.at("forward_schedule"));
+        r->backward_schedule = schedule_from_json(p.at("backward_schedule"));
         header->check_partition(*r);
         return r;
       });

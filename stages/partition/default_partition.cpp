@@ -70,11 +70,12 @@ PartitionResult default_partition(const JointGraph& joint) {
     saved.push_back(p.value);
   }
   saved.insert(saved.end(), saved_numbers.begin(), saved_numbers.end());
-  return assemble_partition(joint.graph, view, std::move(saved), /*autograd_order=*/false);
+  return assemble_partition(joint.graph, view, std::move(saved), /*autograd_order=*/false,
+                            /*reorder_for_peak_memory=*/true);
 }
 
 Partitioner default_partition() {
-  return named_partitioner("aotpipe.default_partition/1",
+  return named_partitioner("aotpipe.default_partition/2",
                            [](const JointGraph& joint) { return default_partition(joint); });
 }
 

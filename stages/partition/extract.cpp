@@ -1,3 +1,5 @@
+#include <aotpipe/graph/memory_plan.h>
+#include <aotpipe/graph/memory_schedule.h>
 #include <aotpipe/graph/passes.h>
 #include <aotpipe/stages/partition/internal/extract.h>
 
@@ -6,6 +8,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <stdexcept>
+#include <unordered_set>
 #include <utility>
 
 namespace aotpipe::partitioners::detail {
@@ -157,8 +160,30 @@ Graph build_graph(const Graph& graph, std::span<Value* const> inputs, std::span<
   return sub;
 }
 
+namespace {
+
+// Which of the backward's inputs it frees as it goes: a saved tensor whose memory is a primal's
+// or a forward output's stays with its holder; the others and the tangents are handed over.
+std::vector<InputLifetime> backward_input_lifetimes(const JointView& view, std::span<Value* const> saved) {
+  // Memory the caller holds anyway: the primals (parameters, inputs) and the forward's outputs.
+  std::unordered_set<const Value*> held;
+  for (int p : view.primals) held.insert(view.nodes[static_cast<std::size_t>(p)].value);
+  for (const Value* out : view.fwd_outputs)
+    if (const Value* root = memory_root(*out)) held.insert(root);
+  std::vector<InputLifetime> lifetimes;
+  lifetimes.reserve(saved.size() + view.tangents.size());
+  for (const Value* v : saved) {
+    const Value* root = memory_root(*v);
+    lifetimes.push_back(root && held.contains(root) ? InputLifetime::HeldByCaller : InputLifetime::FreedAfterLastUse);
+  }
+  lifetimes.insert(lifetimes.end(), view.tangents.size(), InputLifetime::FreedAfterLastUse);
+  return lifetimes;
+}
+
+}  // namespace
+
 PartitionResult assemble_partition(const Graph& joint, const JointView& view, std::vector<Value*> saved,
-                                   bool autograd_order) {
+                                   bool autograd_order, bool reorder_for_peak_memory) {
   // Each value once, in the order given; tensors before numbers. Flat tables by Value::id.
   {
     std::vector<char> seen(joint.value_id_limit(), 0);
@@ -215,6 +240,18 @@ PartitionResult assemble_partition(const Graph& joint, const JointView& view, st
   for (std::size_t i = 0; i < backward_nodes.size(); ++i)
     if (backward_nodes[i]->is_call() && in_forward[backward_nodes[i]->id()])
       result.recomputed.push_back(backward_copies[i]->label());
+  // Last, the order of each graph for the fewest bytes alive at once: the backward frees its
+  // saved tensors as it goes (the runtime hands them over), the forward's inputs are the caller's.
+  result.backward_input_lifetimes = backward_input_lifetimes(view, saved);
+  if (reorder_for_peak_memory) {
+    result.forward_schedule = schedule_for_peak_memory(result.forward, InputLifetime::HeldByCaller);
+    result.backward_schedule = schedule_for_peak_memory(result.backward, result.backward_input_lifetimes);
+  } else {
+    result.forward_schedule.peak_before = result.forward_schedule.peak_after =
+        estimate_peak_bytes(result.forward, InputLifetime::HeldByCaller);
+    result.backward_schedule.peak_before = result.backward_schedule.peak_after =
+        estimate_peak_bytes(result.backward, result.backward_input_lifetimes);
+  }
   return result;
 }
 

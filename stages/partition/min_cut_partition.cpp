@@ -366,17 +366,19 @@ PartitionResult min_cut_rematerialization_partition(const JointGraph& joint, con
   std::vector<Value*> saved;
   saved.reserve(cut_nodes.size());
   for (int i : cut_nodes) saved.push_back(p->view.nodes[static_cast<std::size_t>(i)].value);
-  return detail::assemble_partition(*p->graph, p->view, std::move(saved), /*autograd_order=*/true);
+  return detail::assemble_partition(*p->graph, p->view, std::move(saved), /*autograd_order=*/true,
+                                    options.reorder_for_peak_memory);
 }
 
 std::string min_cut_identity(const MinCutOptions& o) {
   // Every option, so that two configurations never share a cache entry.
   std::string text = fmt::format(
-      "aotpipe.min_cut/1 ban_far_apart={} ban_long_chains={} ban_materialized_bw={} ban_not_in_allowlist={} "
-      "ban_reductions={} recompute_views={} cse={} max_dist_from_bw={} algorithm={} extra=[{}]",
+      "aotpipe.min_cut/2 ban_far_apart={} ban_long_chains={} ban_materialized_bw={} ban_not_in_allowlist={} "
+      "ban_reductions={} recompute_views={} cse={} reorder_for_peak_memory={} max_dist_from_bw={} algorithm={} "
+      "extra=[{}]",
       o.ban_recompute_used_far_apart, o.ban_recompute_long_fusible_chains, o.ban_recompute_materialized_backward,
-      o.ban_recompute_not_in_allowlist, o.ban_recompute_reductions, o.recompute_views, o.cse, o.max_dist_from_bw,
-      to_string(o.algorithm), fmt::join(o.extra_recomputable_ops, ","));
+      o.ban_recompute_not_in_allowlist, o.ban_recompute_reductions, o.recompute_views, o.cse, o.reorder_for_peak_memory,
+      o.max_dist_from_bw, to_string(o.algorithm), fmt::join(o.extra_recomputable_ops, ","));
   if (o.recomputable_ops) text += fmt::format(" recomputable=[{}]", fmt::join(*o.recomputable_ops, ","));
   return text;
 }

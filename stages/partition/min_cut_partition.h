@@ -29,6 +29,9 @@ struct MinCutOptions {
   bool ban_recompute_reductions = true;  // an op whose output is 4x smaller than its inputs is saved
   bool recompute_views = false;          // true: views are never saved (infinite weight)
   bool cse = true;                       // merge repeated calls first (eliminate_common_subexpressions)
+  // Order each graph for the fewest bytes alive at once (graph/memory_schedule.h), after the
+  // autograd engine's order; what Inductor's reorder_for_peak_memory does for its kernels.
+  bool reorder_for_peak_memory = true;
   std::int64_t max_dist_from_bw = 1000;
   MaxFlowAlgorithm algorithm = kDefaultMaxFlowAlgorithm;
 };

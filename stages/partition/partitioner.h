@@ -2,6 +2,7 @@
 // Partitioners split a joint forward+backward graph into a forward graph and a backward graph
 // (PyTorch's torch/_functorch/partitioners.py). See docs/stages/partition.md.
 #include <aotpipe/graph/graph.h>
+#include <aotpipe/graph/memory_schedule.h>
 #include <aotpipe/pipeline/identified.h>
 
 #include <cstddef>
@@ -32,6 +33,12 @@ struct PartitionResult {
   std::vector<std::string> saved_values;  // names of joint-graph values the forward saves
   int64_t saved_bytes = 0;                // sum of TensorMeta::nbytes() over saved tensors
   std::vector<std::string> recomputed;    // labels of forward nodes the backward recomputes
+  // Per backward input: whether the backward frees it as it goes (a saved tensor the runtime
+  // hands over, a tangent) or its holder keeps it (a primal's memory, a forward output's).
+  std::vector<InputLifetime> backward_input_lifetimes;
+  // How each graph was ordered for peak memory (graph/memory_schedule.h), with the estimates.
+  MemorySchedule forward_schedule;
+  MemorySchedule backward_schedule;
   // The identity of the partitioner that made it (pipeline/identified.h), as the partition
   // stage records it; empty for a partitioner without one. Reports read it instead of guessing.
   std::string partitioner;

@@ -173,7 +173,7 @@ case $mode in
     check "mlp_layer/joint.dot draws the cut" grep -q 'color=red' "$d/joint.dot"
     if command -v dot >/dev/null; then check "mlp_layer/joint.svg rendered" grep -q '<svg' "$d/joint.svg"; fi
     check "partition report lists saved values and both partitioners" \
-      bash -c "grep -q '^saved for the backward' '$d/partition.txt' && grep -q '^  default_partition ' '$d/partition.txt' && grep -q '^memory plan of backward: [0-9]* intermediates in an arena of' '$d/partition.txt'"
+      bash -c "grep -q '^saved for the backward' '$d/partition.txt' && grep -q '^  default_partition ' '$d/partition.txt' && grep -q '^memory plan of backward: [0-9]* intermediates in an arena of' '$d/partition.txt' && grep -Eq '^order of backward for peak memory: (kept|lpmf), estimated peak [0-9]+ bytes' '$d/partition.txt'"
     check "metadata.json is PyTorch's schema" grep -q '"output_type"' "$d/metadata.json"
     # An inference graph (nothing requires grad): one inference.aotg, no backward.
     check "an inference-only example writes inference.aotg" \

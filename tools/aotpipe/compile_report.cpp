@@ -2,6 +2,7 @@
 #include "aotpipe/joint_dot.h"
 
 #include <aotpipe/graph/memory_plan.h>
+#include <aotpipe/graph/memory_schedule.h>
 #include <aotpipe/graph/printer.h>
 #include <aotpipe/pipeline/identified.h>
 #include <aotpipe/stages/metadata/collect_metadata.h>
@@ -9,10 +10,14 @@
 #include <aotpipe/stages/partition/min_cut_partition.h>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <span>
 #include <stdexcept>
+#include <utility>
 #include <fstream>
 
 namespace aotpipe::cli {
@@ -84,6 +89,19 @@ std::string memory_plan_line(const Graph& graph) {
       graph.name(), plan.tensors.size(), plan.arena_bytes, plan.peak_live_bytes, plan.unshared_bytes, plan.escaping);
 }
 
+// The biggest tensors alive at a graph's estimated peak: what to look at when a step holds more
+// than it should.
+std::string alive_at_peak_line(const Graph& graph, std::span<const InputLifetime> inputs) {
+  constexpr std::size_t kShown = 12;
+  const std::vector<const Value*> alive = alive_at_peak(graph, inputs);
+  std::vector<std::string> shown;
+  for (std::size_t i = 0; i < std::min(alive.size(), kShown); ++i)
+    shown.push_back(fmt::format("%{} {}", alive[i]->name(), alive[i]->meta() ? to_string(*alive[i]->meta()) : "-"));
+  return fmt::format("alive at the estimated peak of {}: {} tensors{}{}{}", graph.name(), alive.size(),
+                     shown.empty() ? "" : ", the biggest ", fmt::join(shown, ", "),
+                     alive.size() > kShown ? ", ..." : "");
+}
+
 std::string partition_report(const CompileState& state, const GraphSummary& summary) {
   if (!state.traced.joint || !state.partition) {
     std::string report = fmt::format(
@@ -107,6 +125,11 @@ std::string partition_report(const CompileState& state, const GraphSummary& summ
   line("saved bytes by partitioner:");
   line(fmt::format("  default_partition                    {:>12}", summary.default_partition->saved_bytes));
   line(fmt::format("  min_cut_rematerialization_partition  {:>12}", summary.min_cut->saved_bytes));
+  for (const auto& [graph, schedule] :
+       {std::pair{&p.forward, p.forward_schedule}, std::pair{&p.backward, p.backward_schedule}})
+    line(fmt::format("order of {} for peak memory: {}, estimated peak {} bytes (in the traced order {})", graph->name(),
+                     to_string(schedule.method), schedule.peak_after, schedule.peak_before));
+  line(alive_at_peak_line(p.backward, p.backward_input_lifetimes));
   line(memory_plan_line(p.forward));
   line(memory_plan_line(p.backward));
   return fmt::to_string(out);

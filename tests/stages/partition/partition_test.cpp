@@ -20,6 +20,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <unordered_set>
 
 #include "partition_cases.h"
@@ -183,10 +184,11 @@ INSTANTIATE_TEST_SUITE_P(Cases, PartitionNumerics,
 // Recomputed forward nodes sit just before their first use: no node of the backward proper
 // (one that depends on a tangent) runs between a recomputed node and its first reader
 // (reordering_to_mimic_autograd_engine), and recomputation is not hoisted to the top.
+// The order checked is the autograd engine's, before any reordering for peak memory.
 TEST(MinCutPartition, RecomputedNodesAreJustBeforeTheirFirstUse) {
   for (const char* name : {"cos3", "layer_norm_ish", "sin_chain", "partial_grad", "mul3"}) {
     JointGraph joint = joint_of(testing::partition_case(name));
-    PartitionResult r = partitioners::min_cut_rematerialization_partition()(joint);
+    PartitionResult r = partitioners::min_cut_rematerialization_partition({.reorder_for_peak_memory = false})(joint);
     ASSERT_FALSE(r.recomputed.empty()) << name;
     std::unordered_set<const Node*> recomputed;
     for (const Node* n : r.backward.nodes())
@@ -390,6 +392,45 @@ TEST(MinCutPartition, AlgorithmsAgree) {
       EXPECT_EQ(r.saved_values, reference) << c.name << " " << partitioners::to_string(algorithm);
     }
   }
+}
+
+// Ordering for peak memory: the backward frees what the runtime hands over (saved intermediates,
+// tangents) and not what someone else holds (a saved primal), the estimate never rises, and both
+// partitioners save the same values with it as without it.
+TEST(Partitioners, GraphsAreOrderedForPeakMemory) {
+  std::size_t reordered = 0;
+  for (const auto& c : testing::partition_cases()) {
+    JointGraph joint = joint_of(c);
+    for (bool min_cut : {true, false}) {
+      const Partitioner partition =
+          min_cut ? partitioners::min_cut_rematerialization_partition() : partitioners::default_partition();
+      PartitionResult r = partition(joint);
+      const std::string what = c.name + (min_cut ? " min_cut" : " default");
+      ASSERT_EQ(r.backward_input_lifetimes.size(), r.backward.num_inputs()) << what;
+      for (std::size_t i = 0; i < r.backward.num_inputs(); ++i) {
+        const Value* in = r.backward.input(i);
+        const bool primal = in->name().rfind("primals_", 0) == 0;
+        if (primal || i >= r.saved_values.size())
+          EXPECT_EQ(r.backward_input_lifetimes[i],
+                    primal ? InputLifetime::HeldByCaller : InputLifetime::FreedAfterLastUse)
+              << what << " %" << in->name();
+      }
+      for (const auto& [graph, schedule, lifetimes] :
+           {std::tuple{&r.forward, r.forward_schedule, std::vector<InputLifetime>(r.forward.num_inputs())},
+            std::tuple{&r.backward, r.backward_schedule, r.backward_input_lifetimes}}) {
+        EXPECT_LE(schedule.peak_after, schedule.peak_before) << what;
+        EXPECT_EQ(estimate_peak_bytes(*graph, lifetimes), schedule.peak_after) << what;
+        reordered += schedule.method == ScheduleMethod::LeastPeakMemoryFirst;
+      }
+      if (min_cut) {
+        PartitionResult unordered =
+            partitioners::min_cut_rematerialization_partition({.reorder_for_peak_memory = false})(joint);
+        EXPECT_EQ(unordered.saved_values, r.saved_values) << what;
+        EXPECT_EQ(unordered.backward.num_nodes(), r.backward.num_nodes()) << what;
+      }
+    }
+  }
+  EXPECT_GT(reordered, 0u);
 }
 
 TEST(MinCutPartition, GradientThatIgnoresTheTangents) {
