@@ -16,6 +16,12 @@ namespace {
 
 constexpr std::uint32_t kNone = std::numeric_limits<std::uint32_t>::max();
 
+// The estimate does not see what kernels allocate inside (a grouped convolution's backward on the
+// CPU makes column buffers): a gain smaller than this is within its error. Measured on the zoo:
+// ResNeXt's backward estimated 0.6% lower in the LPMF order, measured 15% higher; MobileNetV3's
+// estimated 23% lower, measured 22% lower.
+constexpr double kMinimumGain = 0.05;
+
 // The graph as the estimate and the scheduler see it: buffers (memory that is allocated and
 // freed while the graph runs) and, per call, the buffers it makes and reads and the calls that
 // must run after it. Nodes and buffers by index.
@@ -334,7 +340,7 @@ MemorySchedule schedule_for_peak_memory(Graph& graph, std::span<const InputLifet
   std::vector<std::uint32_t> order = least_peak_memory_first(model);
   sink_output_only_calls(model, order);
   const std::size_t peak = peak_of(model, order).bytes;
-  if (peak >= schedule.peak_before) return schedule;
+  if (static_cast<double>(peak) > (1.0 - kMinimumGain) * static_cast<double>(schedule.peak_before)) return schedule;
   std::vector<Node*> nodes;
   nodes.reserve(order.size());
   for (std::uint32_t i : order) nodes.push_back(graph.nodes()[i]);

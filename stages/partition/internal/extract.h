@@ -43,7 +43,7 @@ Graph build_graph(const Graph& graph, std::span<Value* const> inputs, std::span<
 // saved values then the tangents. `autograd_order`: reorder the backward with
 // autograd_engine_order (the min-cut partitioner does, the default one does not).
 // `reorder_for_peak_memory`: last, each graph is ordered for peak memory
-// (graph/memory_schedule.h) when that lowers its estimate.
+// (graph/memory_schedule.h) when that lowers its estimate by 5% or more.
 PartitionResult assemble_partition(const Graph& joint, const JointView& view, std::vector<Value*> saved,
                                    bool autograd_order, bool reorder_for_peak_memory);
 
