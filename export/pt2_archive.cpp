@@ -12,6 +12,8 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <fstream>
 #include <array>
 
 namespace aotpipe::pt2 {
@@ -60,6 +62,16 @@ Pt2Archive::Pt2Archive(const std::filesystem::path& path, bool map_weights)
     throw Pt2Error(fmt::format("{}: cannot read: {}", where_,
                                std::filesystem::exists(path, ec) ? "not a regular file" : "no such file"));
   file_bytes_ = std::filesystem::file_size(path, ec);
+  {
+    std::ifstream file(path, std::ios::binary);
+    auto read_at = [&](std::uint64_t offset, std::size_t n, unsigned char* out) {
+      file.clear();
+      file.seekg(static_cast<std::streamoff>(offset));
+      return static_cast<bool>(file.read(reinterpret_cast<char*>(out), static_cast<std::streamsize>(n)));
+    };
+    if (auto overclaim = zip_overclaim(file_bytes_, read_at))
+      throw Pt2Error(fmt::format("{}: {}, more than an archive of {} bytes can hold", where_, *overclaim, file_bytes_));
+  }
   try {
     reader_ = std::make_unique<caffe2::serialize::PyTorchStreamReader>(path.string());
   } catch (const std::exception& e) {

@@ -9,7 +9,9 @@
 #include <torch/csrc/jit/serialization/storage_context.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
+#include <vector>
 #include <stdexcept>
 
 namespace aotpipe::pt2 {
@@ -189,7 +191,65 @@ void check_tensors(const c10::IValue& v) {
 
 }  // namespace
 
+std::optional<std::string> zip_overclaim(std::uint64_t zip_bytes, const ZipReadAt& read_at) {
+  auto u16 = [](const unsigned char* p) { return static_cast<std::uint32_t>(p[0] | p[1] << 8); };
+  auto u32 = [&](const unsigned char* p) { return u16(p) | u16(p + 2) << 16; };
+  auto u64 = [&](const unsigned char* p) { return u32(p) | static_cast<std::uint64_t>(u32(p + 4)) << 32; };
+  // The end-of-central-directory record: 22 bytes and a comment of up to 65535, at the end.
+  constexpr std::size_t kEndRecord = 22;
+  const std::size_t tail_size = static_cast<std::size_t>(std::min<std::uint64_t>(zip_bytes, kEndRecord + 65535));
+  if (tail_size < kEndRecord) return std::nullopt;
+  std::vector<unsigned char> tail(tail_size);
+  if (!read_at(zip_bytes - tail_size, tail_size, tail.data())) return std::nullopt;
+  std::size_t end = tail_size - kEndRecord + 1;
+  while (end-- > 0 && u32(&tail[end]) != 0x06054b50) {}
+  if (end == static_cast<std::size_t>(-1)) return std::nullopt;
+  std::uint64_t entries = u16(&tail[end + 10]);
+  std::uint64_t directory_size = u32(&tail[end + 12]);
+  std::uint64_t directory_offset = u32(&tail[end + 16]);
+  if (entries == 0xffff || directory_size == 0xffffffff || directory_offset == 0xffffffff) {
+    // zip64: a locator just before the record points to the zip64 end record.
+    const std::uint64_t end_at = zip_bytes - tail_size + end;
+    unsigned char locator[20], record[56];
+    if (end_at < 20 || !read_at(end_at - 20, 20, locator) || u32(locator) != 0x07064b50) return std::nullopt;
+    if (!read_at(u64(locator + 8), 56, record) || u32(record) != 0x06064b50) return std::nullopt;
+    entries = u64(record + 32);
+    directory_size = u64(record + 40);
+    directory_offset = u64(record + 48);
+  }
+  if (directory_size > zip_bytes || directory_offset > zip_bytes - directory_size) return std::nullopt;
+  std::vector<unsigned char> directory(static_cast<std::size_t>(directory_size));
+  if (!read_at(directory_offset, directory.size(), directory.data())) return std::nullopt;
+  std::size_t at = 0;
+  for (std::uint64_t e = 0; e < entries && at + 46 <= directory.size() && u32(&directory[at]) == 0x02014b50; ++e) {
+    const std::size_t name_length = u16(&directory[at + 28]), extra_length = u16(&directory[at + 30]);
+    const std::size_t comment_length = u16(&directory[at + 32]);
+    if (at + 46 + name_length + extra_length > directory.size()) return std::nullopt;
+    std::uint64_t claimed = u32(&directory[at + 24]);
+    if (claimed == 0xffffffff) {
+      // The zip64 extra field (id 1) holds the real size first.
+      for (std::size_t x = at + 46 + name_length; x + 4 <= at + 46 + name_length + extra_length;
+           x += 4 + u16(&directory[x + 2]))
+        if (u16(&directory[x]) == 1 && u16(&directory[x + 2]) >= 8 && x + 12 <= directory.size())
+          claimed = u64(&directory[x + 4]);
+    }
+    if (!zip_claim_fits(static_cast<std::size_t>(std::min<std::uint64_t>(claimed, SIZE_MAX)),
+                        static_cast<std::size_t>(zip_bytes)))
+      return fmt::format("record '{}' claims {} bytes",
+                         std::string(reinterpret_cast<const char*>(&directory[at + 46]), name_length), claimed);
+    at += 46 + name_length + extra_length + comment_length;
+  }
+  return std::nullopt;
+}
+
 c10::IValue load_torch_save(const at::DataPtr& bytes, std::size_t size) {
+  const auto* data = static_cast<const unsigned char*>(bytes.get());
+  if (auto overclaim = zip_overclaim(size, [&](std::uint64_t offset, std::size_t n, unsigned char* out) {
+        if (offset > size || n > size - offset) return false;
+        std::memcpy(out, data + offset, n);
+        return true;
+      }))
+    fail(fmt::format("{}, more than {} bytes can hold", *overclaim, size));
   caffe2::serialize::PyTorchStreamReader reader(std::make_shared<BoundedBytes>(bytes, size));
   // Every storage read here at the size its record has, not the size its pickle names.
   auto storages = std::make_shared<torch::jit::DeserializationStorageContext>();

@@ -10,6 +10,10 @@
 #include <c10/core/Allocator.h>
 
 #include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
 
 namespace aotpipe::pt2 {
 
@@ -18,6 +22,16 @@ namespace aotpipe::pt2 {
 // torch's readers allocate the claim before extracting, so every reader of untrusted zips asks
 // this first.
 inline bool zip_claim_fits(std::size_t claimed, std::size_t zip_bytes) { return claimed / 1032 <= zip_bytes; }
+
+// Reads `n` bytes of a zip at `offset` into `out`; false when they are not all there.
+using ZipReadAt = std::function<bool(std::uint64_t offset, std::size_t n, unsigned char* out)>;
+
+// The first entry of a zip's central directory whose claimed uncompressed size does not fit
+// (zip_claim_fits), described as "record 'NAME' claims N bytes"; nullopt when every claim fits
+// or the directory cannot be found (the zip reader then says what is wrong). Asked before torch's
+// zip reader is built: its constructor extracts the version record at the size that record
+// claims, before any caller could check it.
+std::optional<std::string> zip_overclaim(std::uint64_t zip_bytes, const ZipReadAt& read_at);
 
 // The value torch.save wrote into `bytes`; throws std::runtime_error (or c10::Error from torch)
 // naming what is wrong: a record bigger than the bytes could expand to, a pickle opcode this
