@@ -16,6 +16,7 @@ void report_backend_note(std::string note) {
 
 namespace {
 thread_local CompileGroup* current_group = nullptr;
+thread_local GraphOutputUse current_use;
 }  // namespace
 
 std::shared_ptr<void> CompileGroup::shared(std::string_view key, const std::function<std::shared_ptr<void>()>& make) {
@@ -27,8 +28,17 @@ std::shared_ptr<void> CompileGroup::shared(std::string_view key, const std::func
 
 CompileGroup* current_compile_group() { return current_group; }
 
-CompileGroupScope::CompileGroupScope(CompileGroup* group) : outer_(current_group) { current_group = group; }
+GraphOutputUse current_graph_output_use() { return current_use; }
 
-CompileGroupScope::~CompileGroupScope() { current_group = outer_; }
+CompileGroupScope::CompileGroupScope(CompileGroup* group, GraphOutputUse use)
+    : outer_(current_group), outer_use_(current_use) {
+  current_group = group;
+  current_use = use;
+}
+
+CompileGroupScope::~CompileGroupScope() {
+  current_group = outer_;
+  current_use = outer_use_;
+}
 
 }  // namespace aotpipe

@@ -7,11 +7,15 @@
 //    CompiledGraphs::notes;
 //  - the compile group: the graphs of one compiled function (its forward and backward, or its
 //    inference graph) are compiled in one group, where a backend keeps what they share (the
-//    CUDA-graph backend: one memory pool for both captures).
+//    CUDA-graph backend: one memory pool for both captures);
+//  - the output use: what the runtime does with the outputs of the graph being compiled, where
+//    the caller knows (a training forward's saved values go to its backward only).
 #include <functional>
+#include <cstddef>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -51,20 +55,33 @@ class CompileGroup {
   std::map<std::string, std::shared_ptr<void>, std::less<>> shared_;
 };
 
+// What the runtime does with a compiled graph's outputs. A training forward returns the values
+// its caller sees, then the values saved for the backward: from `saved_outputs_from` on, outputs
+// go to the backward graph only (the runtime saves them in the autograd node and drops them when
+// the backward has run), never to the user. A backend may hand those over without copying them
+// out of memory it keeps (the CUDA-graph backend lends them, docs/cuda-graphs.md).
+struct GraphOutputUse {
+  std::optional<std::size_t> saved_outputs_from;  // empty: every output may reach the user
+};
+
 // The group of the compiler call running on this thread; null outside one (a backend then
 // shares nothing).
 CompileGroup* current_compile_group();
+// The output use of the graph being compiled on this thread ({} outside a compiler call).
+GraphOutputUse current_graph_output_use();
 
-// While alive, `group` is this thread's current compile group (nests like BackendNoteCollector).
+// While alive, `group` is this thread's current compile group and `use` the output use of the
+// graph compiled in it (nests like BackendNoteCollector).
 class CompileGroupScope {
  public:
-  explicit CompileGroupScope(CompileGroup* group);
+  explicit CompileGroupScope(CompileGroup* group, GraphOutputUse use = {});
   ~CompileGroupScope();
   CompileGroupScope(const CompileGroupScope&) = delete;
   CompileGroupScope& operator=(const CompileGroupScope&) = delete;
 
  private:
   CompileGroup* outer_;
+  GraphOutputUse outer_use_;
 };
 
 }  // namespace aotpipe

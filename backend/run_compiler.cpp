@@ -11,21 +11,26 @@ std::vector<TensorMeta> input_metas(const Graph& graph) {
   return metas;
 }
 
-NotedGraph compile_with_notes(const Compiler& compiler, const Graph& graph, CompileGroup& group) {
+NotedGraph compile_with_notes(const Compiler& compiler, const Graph& graph, CompileGroup& group,
+                              const GraphOutputUse& use) {
   BackendNoteCollector notes;
-  const CompileGroupScope in_group(&group);
+  const CompileGroupScope in_group(&group, use);
   CompiledGraph compiled = compiler(graph, input_metas(graph));
   return {std::move(compiled), notes.take()};
 }
 
+NotedGraph compile_with_notes(const Compiler& compiler, const Graph& graph, CompileGroup& group) {
+  return compile_with_notes(compiler, graph, group, GraphOutputUse{});
+}
+
 CompiledGraph compile_on_first_call(Compiler compiler, std::function<const Graph&()> graph,
-                                    std::shared_ptr<CompileGroup> group) {
+                                    std::shared_ptr<CompileGroup> group, std::function<GraphOutputUse()> use) {
   if (!group) group = std::make_shared<CompileGroup>();
   // The notes are collected and dropped: they must not reach a collector that happens to be
   // alive on the calling thread.
   const auto compiled = Lazy<CompiledGraph>::deferred(
-      [compiler = std::move(compiler), graph = std::move(graph), group = std::move(group)] {
-        return compile_with_notes(compiler, graph(), *group).graph;
+      [compiler = std::move(compiler), graph = std::move(graph), group = std::move(group), use = std::move(use)] {
+        return compile_with_notes(compiler, graph(), *group, use ? use() : GraphOutputUse{}).graph;
       });
   return [compiled](TensorList args) { return compiled.get()(std::move(args)); };
 }

@@ -12,7 +12,8 @@
 
 namespace aotpipe {
 
-class CompileGroup;  // backend_notes.h
+class CompileGroup;     // backend_notes.h
+struct GraphOutputUse;  // backend_notes.h
 
 // The metadata of the graph's inputs, as a Compiler receives them (empty for an input without).
 std::vector<TensorMeta> input_metas(const Graph& graph);
@@ -23,15 +24,19 @@ struct NotedGraph {
   std::vector<std::string> notes;
 };
 
-// `compiler` on `graph`, now, on this thread, in `group`.
+// `compiler` on `graph`, now, on this thread, in `group`; `use`: what the runtime does with the
+// graph's outputs (backend_notes.h).
+NotedGraph compile_with_notes(const Compiler& compiler, const Graph& graph, CompileGroup& group,
+                              const GraphOutputUse& use);
 NotedGraph compile_with_notes(const Compiler& compiler, const Graph& graph, CompileGroup& group);
 
 // A graph compiled by `compiler` when it is first called (a cache hit's graphs: decoded and
 // compiled only when they first run, as PyTorch compiles a backward lazily). `graph` is called
 // then, once; concurrent first calls compile once. The backend's notes are dropped: the
 // compile that made the graph reported them. The graphs of one function pass one `group`
-// (null: a group of its own).
+// (null: a group of its own); `use`, asked then too, says what the runtime does with the outputs.
 CompiledGraph compile_on_first_call(Compiler compiler, std::function<const Graph&()> graph,
-                                    std::shared_ptr<CompileGroup> group = nullptr);
+                                    std::shared_ptr<CompileGroup> group = nullptr,
+                                    std::function<GraphOutputUse()> use = nullptr);
 
 }  // namespace aotpipe

@@ -14,9 +14,9 @@ namespace aotpipe::backends {
 namespace {
 std::string identity(const CudaGraphOptions& options) {
   // Bump the version when what a replay computes for a graph could change.
-  return fmt::format("aotpipe.cuda_graphs/1 outputs={} static_parameters={}",
+  return fmt::format("aotpipe.cuda_graphs/1 outputs={} static_parameters={} lend_saved_outputs={}",
                      options.outputs == CudaGraphOptions::Outputs::fresh ? "fresh" : "static_alias",
-                     options.static_parameters);
+                     options.static_parameters, options.lend_saved_outputs);
 }
 // The forward and backward of one compiled function capture into one memory pool. Not with
 // static outputs: a forward's replay could then overwrite the handed-out gradients of the last
@@ -32,19 +32,23 @@ std::shared_ptr<cuda_detail::SharedCapture> shared_capture(const CudaGraphOption
 Compiler cuda_graphs(CudaGraphOptions options) {
   // A replay launches every op's kernel, recomputed ones too: the default partitioner by default.
   return with_backend_traits(
-      named_compiler(identity(options),
-                     [options](const Graph& graph, const std::vector<TensorMeta>&) -> CompiledGraph {
-                       auto interpreter =
-                           std::make_shared<const Interpreter>(graph, InterpreterOptions{.reinplace = true});
-                       if (std::optional<std::string> why = cuda_graph_refusal(graph)) {
-                         report_backend_note(
-                             fmt::format("cuda_graphs: graph '{}' runs in the interpreter: {}", graph.name(), *why));
-                         return [interpreter](TensorList args) { return interpreter->run(std::move(args)); };
-                       }
-                       auto runner = std::make_shared<cuda_detail::GraphRunner>(
-                           interpreter, graph.name(), options, unread_host_outputs(graph), shared_capture(options));
-                       return [runner](TensorList args) { return (*runner)(std::move(args)); };
-                     }),
+      named_compiler(
+          identity(options),
+          [options](const Graph& graph, const std::vector<TensorMeta>&) -> CompiledGraph {
+            auto interpreter = std::make_shared<const Interpreter>(graph, InterpreterOptions{.reinplace = true});
+            if (std::optional<std::string> why = cuda_graph_refusal(graph)) {
+              report_backend_note(
+                  fmt::format("cuda_graphs: graph '{}' runs in the interpreter: {}", graph.name(), *why));
+              return [interpreter](TensorList args) { return interpreter->run(std::move(args)); };
+            }
+            // Lent outputs: the saved values, where the compile says which they are.
+            std::optional<std::size_t> lent_from;
+            if (options.lend_saved_outputs && options.outputs == CudaGraphOptions::Outputs::fresh)
+              lent_from = current_graph_output_use().saved_outputs_from;
+            auto runner = std::make_shared<cuda_detail::GraphRunner>(
+                interpreter, graph.name(), options, unread_host_outputs(graph), lent_from, shared_capture(options));
+            return [runner](TensorList args) { return (*runner)(std::move(args)); };
+          }),
       {.recomputation_pays = false});
 }
 

@@ -30,6 +30,13 @@ struct CudaGraphOptions {
     static_alias,
   };
   Outputs outputs = Outputs::fresh;
+  // With Outputs::fresh: a training forward's saved values (outputs only its backward reads) are
+  // lent out of the static memory instead of copied out, and the backward reads them there, in
+  // place: no copy out of the forward and none into the backward. A lent value still alive when
+  // the forward replays again (a second forward before the first's backward) is copied out
+  // then, so it keeps its value. Off by default until a GPU run has measured and tested it
+  // (docs/cuda-graphs.md); off: copied out like every other output.
+  bool lend_saved_outputs = false;
   // Leaf inputs that require grad (parameters) are read in place, by address, instead of being
   // copied in at every call: in-place updates (an optimizer step) are seen by the next replay.
   // A call where such an input has moved runs in the interpreter (warned once per graph).
@@ -38,11 +45,13 @@ struct CudaGraphOptions {
 
 // Process-wide counts, for tests and monitoring.
 struct CudaGraphCounters {
-  std::uint64_t captures = 0;        // graphs captured
-  std::uint64_t replays = 0;         // calls served by a replay
-  std::uint64_t fallback_calls = 0;  // calls of a captured (or capture-refused) graph run by the interpreter
-  std::uint64_t memory_pools = 0;    // private memory pools made: one per compiled function (its
-                                     // forward and backward share it), one per graph with static_alias
+  std::uint64_t captures = 0;            // graphs captured
+  std::uint64_t replays = 0;             // calls served by a replay
+  std::uint64_t fallback_calls = 0;      // calls of a captured (or capture-refused) graph run by the interpreter
+  std::uint64_t memory_pools = 0;        // private memory pools made: one per compiled function (its
+                                         // forward and backward share it), one per graph with static_alias
+  std::uint64_t lent_values = 0;         // storages of saved values lent instead of copied out (lend_saved_outputs)
+  std::uint64_t lent_values_copied = 0;  // of those, the ones still alive at their graph's next replay: copied then
 };
 CudaGraphCounters cuda_graph_counters();
 

@@ -24,10 +24,13 @@ std::atomic<std::uint64_t> capture_count{0};
 std::atomic<std::uint64_t> replay_count{0};
 std::atomic<std::uint64_t> fallback_count{0};
 std::atomic<std::uint64_t> pool_count{0};
+std::atomic<std::uint64_t> lent_count{0};
+std::atomic<std::uint64_t> lent_copied_count{0};
 }  // namespace
 
 CudaGraphCounters cuda_graph_counters() {
-  return {capture_count.load(), replay_count.load(), fallback_count.load(), pool_count.load()};
+  return {capture_count.load(), replay_count.load(), fallback_count.load(),
+          pool_count.load(),    lent_count.load(),   lent_copied_count.load()};
 }
 
 namespace cuda_detail {
@@ -66,6 +69,28 @@ bool same_layout(const at::Tensor& a, const at::Tensor& b) {
          a.strides() == b.strides();
 }
 
+// Lent memory (CudaGraphOptions::lend_saved_outputs): a storage whose DataPtr points into a
+// graph's static storage and holds a reference to it (the context), so the memory outlives the
+// graph if a lent value does. The deleter marks it: a backward graph recognises a lent input by it.
+void release_lent_memory(void* static_storage) { delete static_cast<c10::Storage*>(static_storage); }
+
+c10::Storage lend(const c10::Storage& static_storage, int64_t first_byte, int64_t bytes) {
+  auto* held = new c10::Storage(static_storage);
+  c10::DataPtr data(static_cast<char*>(held->mutable_data()) + first_byte, held, &release_lent_memory,
+                    static_storage.device());
+  return c10::Storage(c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(), bytes, std::move(data),
+                                                            nullptr, /*resizable=*/false));
+}
+
+// Where lent `storage` points: the static storage it was lent from and its first byte there.
+std::optional<std::pair<c10::Storage, int64_t>> lent_source(const c10::Storage& storage) {
+  if (!storage.unsafeGetStorageImpl()) return std::nullopt;
+  const c10::DataPtr& data = storage.data_ptr();
+  if (data.get_deleter() != &release_lent_memory) return std::nullopt;
+  const auto* source = static_cast<const c10::Storage*>(data.get_context());
+  return std::pair{*source, static_cast<const char*>(data.get()) - static_cast<const char*>(source->data())};
+}
+
 // Ends a capture the interpreter left midway (an op threw), and frees what it allocated.
 void abandon_capture(const c10::cuda::CUDAStream& stream, c10::DeviceIndex device, at::cuda::MempoolId_t pool) {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
@@ -85,10 +110,14 @@ void abandon_capture(const c10::cuda::CUDAStream& stream, c10::DeviceIndex devic
 // each call's arguments go in and results come out.
 class CapturedGraph {
  public:
-  enum class InputKind : std::uint8_t { undefined, in_place, copied, cpu_scalar };
+  // lent: a value another graph of the group lent (a saved value, read where the forward left it).
+  enum class InputKind : std::uint8_t { undefined, in_place, copied, cpu_scalar, lent };
   struct Input {
     InputKind kind;
-    at::Tensor tensor;  // in_place: the caller's tensor, held (its address is in the graph); else the static buffer
+    // in_place: the caller's tensor, held (its address is in the graph); lent: the same bytes in
+    // the lending graph's static storage (not the lent storage, whose liveness is watched); else
+    // the static buffer.
+    at::Tensor tensor;
   };
   // alias_of_copied_input: of a copied input or a CPU scalar (the caller's tensor is handed out).
   // unread_host: RNG state no kernel reads, left on the host by the capture (unread_host_outputs).
@@ -110,11 +139,12 @@ class CapturedGraph {
   struct Group {
     at::Tensor bytes;          // the range, as a uint8 view of the static storage
     std::size_t uses_at_rest;  // the storage's use count when no handed-out output is alive
+    bool lent = false;         // every output in it is a saved value: lent, not copied out
   };
 
   static std::unique_ptr<CapturedGraph> capture(const Interpreter& interpreter, const TensorList& args,
                                                 const CudaGraphOptions& options, const std::vector<bool>& unread_host,
-                                                SharedCapture& shared);
+                                                std::optional<std::size_t> lent_from, SharedCapture& shared);
 
   ~CapturedGraph() {
     // A replay may still be running on some stream: its memory goes back to the allocator here.
@@ -124,12 +154,25 @@ class CapturedGraph {
   std::optional<std::string> mismatch(const TensorList& args) const;
   bool outputs_alive() const;
   TensorList replay(const TensorList& args, CudaGraphOptions::Outputs mode);
+  // For a call the interpreter runs: orders the current stream after the group's last replay (the
+  // call may read memory a replay's copies wrote: a lent value taken back, on the stream of the
+  // forward that took it back) and records the arguments' use on it, so that memory goes back to
+  // the allocator only once this stream is done with it.
+  void prepare_interpreted_call(const TensorList& args) const {
+    const c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream(device_.index());
+    done_->block(stream);
+    for (const at::Tensor& a : args)
+      if (a.defined() && a.device() == device_ && a.has_storage())
+        c10::cuda::CUDACachingAllocator::recordStream(a.storage().data_ptr(), stream);
+  }
 
  private:
   explicit CapturedGraph(at::cuda::CUDAEvent& done) : done_(&done) {}
   void copy_in(const TensorList& args);
-  void plan_outputs(TensorList static_outputs, const std::vector<bool>& unread_host);
-  TensorList hand_out(const TensorList& args, CudaGraphOptions::Outputs mode) const;
+  void plan_outputs(TensorList static_outputs, const std::vector<bool>& unread_host,
+                    std::optional<std::size_t> lent_from);
+  TensorList hand_out(const TensorList& args, CudaGraphOptions::Outputs mode);
+  void take_back_lent();
 
   c10::Device device_{c10::kCUDA, 0};
   std::vector<Input> inputs_;
@@ -137,13 +180,16 @@ class CapturedGraph {
   std::vector<at::Tensor> copy_targets_;  // their static buffers, in that order
   std::vector<Output> outputs_;
   std::vector<Group> groups_;
+  // The storages the last replay lent: one still alive at the next replay gets memory of its own.
+  std::vector<c10::weak_intrusive_ptr<c10::StorageImpl>> lent_;
   std::unique_ptr<at::cuda::CUDAGraph> graph_;
   at::cuda::CUDAEvent* done_;  // SharedCapture::done: every graph of the group replays after it
 };
 
 std::unique_ptr<CapturedGraph> CapturedGraph::capture(const Interpreter& interpreter, const TensorList& args,
                                                       const CudaGraphOptions& options,
-                                                      const std::vector<bool>& unread_host, SharedCapture& shared) {
+                                                      const std::vector<bool>& unread_host,
+                                                      std::optional<std::size_t> lent_from, SharedCapture& shared) {
   std::unique_ptr<CapturedGraph> self(new CapturedGraph(shared.done));
   std::optional<c10::Device> device;
   for (std::size_t i = 0; i < args.size(); ++i) {
@@ -167,6 +213,8 @@ std::unique_ptr<CapturedGraph> CapturedGraph::capture(const Interpreter& interpr
     if (!a.defined()) {
     } else if (a.is_cpu()) {
       input = {InputKind::cpu_scalar, at::empty(std::vector<int64_t>{}, a.options().device(self->device_))};
+    } else if (auto source = lent_source(a.storage())) {
+      input = {InputKind::lent, view_of_storage(source->first, source->second + start_byte(a), a)};
     } else if ((options.static_parameters && a.requires_grad() && a.is_leaf()) ||
                at::has_internal_overlap(a) == at::MemOverlap::Yes) {  // an expanded tensor cannot be copied into
       input = {InputKind::in_place, a};
@@ -215,14 +263,16 @@ std::unique_ptr<CapturedGraph> CapturedGraph::capture(const Interpreter& interpr
   at::cuda::CUDAEvent captured;
   captured.record(side);
   captured.block(caller);
-  self->plan_outputs(std::move(static_outputs), unread_host);
+  self->plan_outputs(std::move(static_outputs), unread_host, lent_from);
   return self;
 }
 
-void CapturedGraph::plan_outputs(TensorList static_outputs, const std::vector<bool>& unread_host) {
+void CapturedGraph::plan_outputs(TensorList static_outputs, const std::vector<bool>& unread_host,
+                                 std::optional<std::size_t> lent_from) {
   std::map<const c10::StorageImpl*, std::size_t> group_of;
   std::vector<std::pair<int64_t, int64_t>> ranges;  // per group: [first byte, end byte)
   std::vector<c10::Storage> storages;
+  std::vector<bool> all_saved;  // per group: every output in it is a saved value
   for (std::size_t k = 0; k < static_outputs.size(); ++k) {
     at::Tensor& o = static_outputs[k];
     Output out{OutputKind::undefined, o};
@@ -250,7 +300,9 @@ void CapturedGraph::plan_outputs(TensorList static_outputs, const std::vector<bo
         if (added) {
           ranges.emplace_back(start_byte(o), end_byte(o));
           storages.push_back(o.storage());
+          all_saved.push_back(true);
         }
+        if (!lent_from || k < *lent_from) all_saved[it->second] = false;
         auto& [first, end] = ranges[it->second];
         first = std::min(first, start_byte(o));
         end = std::max(end, end_byte(o));
@@ -264,8 +316,8 @@ void CapturedGraph::plan_outputs(TensorList static_outputs, const std::vector<bo
     const int64_t first = ranges[g].first / 16 * 16;  // a copy keeps each output's alignment mod 16
     const int64_t size = ranges[g].second - first;
     groups_.push_back(
-        {at::empty({0}, at::TensorOptions().dtype(at::kByte).device(device_)).set_(storages[g], first, {size}, {1}),
-         0});
+        {at::empty({0}, at::TensorOptions().dtype(at::kByte).device(device_)).set_(storages[g], first, {size}, {1}), 0,
+         all_saved[g]});
     ranges[g].first = first;
   }
   for (Output& out : outputs_)
@@ -303,6 +355,13 @@ std::optional<std::string> CapturedGraph::mismatch(const TensorList& args) const
         if (!a.is_cpu() || a.dim() != 0 || a.scalar_type() != in.tensor.scalar_type())
           return fmt::format("input {} is no longer a 0-dim CPU {} tensor", i, c10::toString(in.tensor.scalar_type()));
         break;
+      case InputKind::lent:
+        if (a.data_ptr() != in.tensor.data_ptr() || !same_layout(a, in.tensor))
+          return fmt::format(
+              "input {} (a value the forward saved) is not where the forward's replay left it (another forward "
+              "replayed before this backward, or the forward ran in the interpreter)",
+              i);
+        break;
       case InputKind::undefined: break;
     }
   }
@@ -325,15 +384,41 @@ void CapturedGraph::copy_in(const TensorList& args) {
     if (inputs_[i].kind == InputKind::cpu_scalar) inputs_[i].tensor.fill_(args[i].item());
 }
 
-TensorList CapturedGraph::hand_out(const TensorList& args, CudaGraphOptions::Outputs mode) const {
-  std::vector<at::Tensor> group_memory;
+void CapturedGraph::take_back_lent() {
+  for (const c10::weak_intrusive_ptr<c10::StorageImpl>& weak : lent_) {
+    c10::intrusive_ptr<c10::StorageImpl> still_lent = weak.lock();
+    if (!still_lent) continue;
+    // Alive past its backward's turn (a second forward before the first's backward, or a retained
+    // graph): it gets memory of its own, with the value it has, before the replay overwrites it.
+    const c10::Storage lent_storage(still_lent);
+    const auto bytes = static_cast<int64_t>(lent_storage.nbytes());
+    const at::Tensor own = at::empty({bytes}, at::TensorOptions().dtype(at::kByte).device(device_));
+    own.copy_(at::empty({0}, own.options()).set_(lent_storage, 0, {bytes}, {1}));
+    still_lent->set_data_ptr_noswap(own.storage().unsafeGetStorageImpl()->set_data_ptr(c10::DataPtr(nullptr, device_)));
+    ++lent_copied_count;
+  }
+  lent_.clear();
+}
+
+TensorList CapturedGraph::hand_out(const TensorList& args, CudaGraphOptions::Outputs mode) {
+  // Per group: where its outputs are handed out from (fresh memory, a lent storage, or nothing:
+  // the static memory itself).
+  std::vector<c10::Storage> group_memory(groups_.size());
   if (mode == CudaGraphOptions::Outputs::fresh && !groups_.empty()) {
-    std::vector<at::Tensor> sources;
-    for (const Group& g : groups_) {
-      group_memory.push_back(at::empty({g.bytes.numel()}, g.bytes.options()));
-      sources.push_back(g.bytes);
+    std::vector<at::Tensor> copies, sources;
+    for (std::size_t g = 0; g < groups_.size(); ++g) {
+      const at::Tensor& range = groups_[g].bytes;
+      if (groups_[g].lent) {
+        group_memory[g] = lend(range.storage(), start_byte(range), range.numel());
+        lent_.emplace_back(group_memory[g].getWeakStorageImpl());
+        ++lent_count;
+        continue;
+      }
+      copies.push_back(at::empty({range.numel()}, range.options()));
+      group_memory[g] = copies.back().storage();
+      sources.push_back(range);
     }
-    at::_foreach_copy_(group_memory, sources);
+    if (!copies.empty()) at::_foreach_copy_(copies, sources);
   }
   TensorList out;
   out.reserve(outputs_.size());
@@ -352,7 +437,7 @@ TensorList CapturedGraph::hand_out(const TensorList& args, CudaGraphOptions::Out
         break;
       case OutputKind::pooled:
         if (mode == CudaGraphOptions::Outputs::fresh)
-          out.push_back(view_of_storage(group_memory[o.index].storage(), o.offset_bytes, o.captured));
+          out.push_back(view_of_storage(group_memory[o.index], o.offset_bytes, o.captured));
         else
           out.push_back(view_of_storage(o.captured.storage(), start_byte(o.captured), o.captured));
         break;
@@ -366,6 +451,7 @@ TensorList CapturedGraph::replay(const TensorList& args, CudaGraphOptions::Outpu
   const c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream(device_.index());
   const at::NoGradGuard values_only;
   done_->block(stream);  // the group's previous replay, on whatever stream, has copied its outputs out
+  take_back_lent();
   copy_in(args);
   graph_->replay();
   TensorList out = hand_out(args, mode);
@@ -374,25 +460,28 @@ TensorList CapturedGraph::replay(const TensorList& args, CudaGraphOptions::Outpu
 }
 
 GraphRunner::GraphRunner(std::shared_ptr<const Interpreter> interpreter, std::string name, CudaGraphOptions options,
-                         std::vector<bool> unread_host_outputs, std::shared_ptr<SharedCapture> shared)
+                         std::vector<bool> unread_host_outputs, std::optional<std::size_t> lent_from,
+                         std::shared_ptr<SharedCapture> shared)
     : interpreter_(std::move(interpreter)),
       name_(std::move(name)),
       options_(options),
       unread_host_outputs_(std::move(unread_host_outputs)),
+      lent_from_(lent_from),
       shared_(shared ? std::move(shared) : std::make_shared<SharedCapture>()) {}
 
 GraphRunner::~GraphRunner() = default;
 
 void GraphRunner::warn_once(const std::string& reason) {
-  if (warned_.insert(reason).second)
+  if (warned_.insert(reason).second) {
     TORCH_WARN("aotpipe cuda_graphs: graph '", name_, "' runs in the interpreter: ", reason);
+  }
 }
 
 TensorList GraphRunner::operator()(TensorList args) {
   std::unique_lock<std::mutex> lock(shared_->mutex);
   if (!captured_ && !capture_refused_) {
     try {
-      captured_ = CapturedGraph::capture(*interpreter_, args, options_, unread_host_outputs_, *shared_);
+      captured_ = CapturedGraph::capture(*interpreter_, args, options_, unread_host_outputs_, lent_from_, *shared_);
       ++capture_count;
     } catch (const CaptureRefused& e) { capture_refused_ = e.what(); }
   }
@@ -409,6 +498,7 @@ TensorList GraphRunner::operator()(TensorList args) {
     }
   }
   warn_once(*why);
+  if (captured_) captured_->prepare_interpreted_call(args);
   lock.unlock();
   ++fallback_count;
   return interpreter_->run(std::move(args));

@@ -30,7 +30,8 @@ CompiledGraphs compile_on_first_call(const std::shared_ptr<const CompiledArtifac
     return graphs;
   }
   graphs.forward = compile_on_first_call(
-      compilers.forward, [artifact]() -> const Graph& { return artifact->partition()->forward; }, group);
+      compilers.forward, [artifact]() -> const Graph& { return artifact->partition()->forward; }, group,
+      [artifact] { return GraphOutputUse{.saved_outputs_from = artifact->partition()->num_fwd_outputs}; });
   graphs.backward = compile_on_first_call(
       compilers.backward, [artifact]() -> const Graph& { return artifact->partition()->backward; }, group);
   return graphs;

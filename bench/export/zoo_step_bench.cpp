@@ -20,10 +20,11 @@
 
 #include "cpu_memory_meter.h"
 #include "median_time.h"
+#include "training_step.h"
 
 #include <nlohmann/json.hpp>
-#include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/grad_mode.h>
+#include <torch/utils.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -38,31 +39,8 @@ namespace {
 using aotpipe::TensorList;
 namespace bench = aotpipe::bench;
 
-// A training step: the call, a backward with one fixed gradient per differentiable output, and
-// .grad reset (as zero_grad(set_to_none=True)) so steps do not accumulate. The gradients are made
-// at the first step and kept, as zoo_table.py's eager step keeps its own: a step's memory is the
-// model's, not its seeds'.
-struct Step {
-  std::function<TensorList(const TensorList&)> call;
-  const aotpipe::ExportedProgram* program;
-  TensorList inputs;
-  mutable TensorList seeds;
-  void operator()() const {
-    const TensorList outputs = call(inputs);
-    TensorList differentiable;
-    for (const at::Tensor& o : outputs)
-      if (o.requires_grad()) differentiable.push_back(o);
-    if (seeds.empty())
-      for (const at::Tensor& o : differentiable) seeds.push_back(at::ones_like(o));
-    if (!differentiable.empty()) torch::autograd::backward(differentiable, seeds);
-    for (const aotpipe::NamedTensor& p : program->parameters()) p.tensor.mutable_grad().reset();
-  }
-};
-
-TensorList sample_inputs(const aotpipe::ExportedProgram& program) {
-  if (!program.sample_inputs()) throw std::runtime_error(program.name() + ": the archive has no sample inputs");
-  return *program.sample_inputs();
-}
+using Step = bench::TrainingStep;
+using bench::sample_inputs;
 
 void measure_training(const std::filesystem::path& train, nlohmann::json& row, int samples, double batch_ms) {
   row["first_step_ms"] = bench::elapsed_ms([&] {

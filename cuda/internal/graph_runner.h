@@ -35,9 +35,11 @@ struct SharedCapture {
 class GraphRunner {
  public:
   // unread_host_outputs: per output, whether the capture may leave it on the host
-  // (capture_safety.h's unread_host_outputs).
+  // (capture_safety.h's unread_host_outputs). lent_from: outputs from this index on go to the
+  // backward graph only and are lent, not copied out (CudaGraphOptions::lend_saved_outputs).
   GraphRunner(std::shared_ptr<const Interpreter> interpreter, std::string name, CudaGraphOptions options,
-              std::vector<bool> unread_host_outputs, std::shared_ptr<SharedCapture> shared);
+              std::vector<bool> unread_host_outputs, std::optional<std::size_t> lent_from,
+              std::shared_ptr<SharedCapture> shared);
   ~GraphRunner();
   GraphRunner(const GraphRunner&) = delete;
   GraphRunner& operator=(const GraphRunner&) = delete;
@@ -51,6 +53,7 @@ class GraphRunner {
   std::string name_;
   CudaGraphOptions options_;
   std::vector<bool> unread_host_outputs_;
+  std::optional<std::size_t> lent_from_;
   std::shared_ptr<SharedCapture> shared_;  // its mutex guards everything below
   std::unique_ptr<CapturedGraph> captured_;
   std::optional<std::string> capture_refused_;  // why the capture failed: every call interprets

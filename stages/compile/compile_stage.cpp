@@ -10,9 +10,9 @@ namespace aotpipe {
 
 namespace {
 Task<NotedGraph> compile_on_pool(Scheduler& scheduler, const Compiler& compiler, const Graph& graph,
-                                 CompileGroup& group) {
+                                 CompileGroup& group, GraphOutputUse use) {
   co_await scheduler.schedule();
-  co_return compile_with_notes(compiler, graph, group);
+  co_return compile_with_notes(compiler, graph, group, use);
 }
 }  // namespace
 
@@ -26,12 +26,13 @@ Task<CompiledGraphs> compile_graphs(const TracedProgram& program, const Partitio
   }
   if (!partition) throw std::logic_error("aotpipe compile: no partitioned graphs (run the partition stage first)");
   NotedGraph forward, backward;
+  const GraphOutputUse forward_use{.saved_outputs_from = partition->num_fwd_outputs};
   if (resolved.compile_fw_bw_concurrently) {
     std::tie(forward, backward) =
-        co_await when_all(compile_on_pool(scheduler, resolved.fw_compiler, partition->forward, group),
-                          compile_on_pool(scheduler, resolved.bw_compiler, partition->backward, group));
+        co_await when_all(compile_on_pool(scheduler, resolved.fw_compiler, partition->forward, group, forward_use),
+                          compile_on_pool(scheduler, resolved.bw_compiler, partition->backward, group, {}));
   } else {
-    forward = compile_with_notes(resolved.fw_compiler, partition->forward, group);
+    forward = compile_with_notes(resolved.fw_compiler, partition->forward, group, forward_use);
     backward = compile_with_notes(resolved.bw_compiler, partition->backward, group);
   }
   std::vector<std::string> notes = std::move(forward.notes);

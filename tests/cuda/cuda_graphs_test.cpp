@@ -35,6 +35,7 @@ AotConfig graphs_config(CudaGraphOptions options = {}) {
 
 const CudaGraphOptions kCopyAll{.outputs = CudaGraphOptions::Outputs::fresh, .static_parameters = false};
 const CudaGraphOptions kStaticAlias{.outputs = CudaGraphOptions::Outputs::static_alias, .static_parameters = true};
+const CudaGraphOptions kLendSaved{.lend_saved_outputs = true};
 
 // The counters' change over a scope.
 struct CounterDelta {
@@ -43,6 +44,8 @@ struct CounterDelta {
   std::uint64_t replays() const { return cuda_graph_counters().replays - start.replays; }
   std::uint64_t fallbacks() const { return cuda_graph_counters().fallback_calls - start.fallback_calls; }
   std::uint64_t pools() const { return cuda_graph_counters().memory_pools - start.memory_pools; }
+  std::uint64_t lent() const { return cuda_graph_counters().lent_values - start.lent_values; }
+  std::uint64_t lent_copied() const { return cuda_graph_counters().lent_values_copied - start.lent_values_copied; }
 };
 
 bool close(const at::Tensor& a, const at::Tensor& b, double tol = 1e-5) { return at::allclose(a, b, tol, tol); }
@@ -149,9 +152,10 @@ TEST(CudaGraphs, AParameterAtANewAddressRunsInTheInterpreter) {
 TEST(CudaGraphs, APendingBackwardKeepsItsActivations) {
   REQUIRE_GPU();
   auto fn = [](const TensorList& a) { return TensorList{(a[0] * a[1]).sin().cos().sum()}; };
-  for (const CudaGraphOptions& options : {CudaGraphOptions{}, kStaticAlias}) {
+  for (const CudaGraphOptions& options : {CudaGraphOptions{}, kLendSaved, kStaticAlias}) {
     const bool alias = options.outputs == CudaGraphOptions::Outputs::static_alias;
-    SCOPED_TRACE(alias ? "static_alias" : "fresh");
+    const bool lend = !alias && options.lend_saved_outputs;
+    SCOPED_TRACE(alias ? "static_alias" : lend ? "fresh, saved values lent" : "fresh, saved values copied");
     CompiledFunction compiled = aot_function(fn, graphs_config(options));
     at::Tensor w = cuda_randn({64}, true);
     at::Tensor w_eager = w.detach().clone().requires_grad_(true);
@@ -165,10 +169,15 @@ TEST(CudaGraphs, APendingBackwardKeepsItsActivations) {
     fn({x1, w_eager})[0].backward();
     EXPECT_TRUE(close(out1, fn({x1, w_eager})[0]));
     EXPECT_TRUE(close(w.grad(), w_eager.grad()));
-    if (alias)
+    if (alias) {
       EXPECT_GE(counts.fallbacks(), 1u) << "the second forward ran while the first's outputs were saved";
-    else
+    } else if (lend) {
+      EXPECT_GE(counts.lent_copied(), 1u) << "the second forward took back what the first had lent";
+      EXPECT_EQ(counts.fallbacks(), 1u) << "the first backward: its saved values are no longer in static memory";
+    } else {
       EXPECT_EQ(counts.fallbacks(), 0u) << "fresh outputs: every call replays";
+      EXPECT_EQ(counts.lent(), 0u);
+    }
     EXPECT_EQ(counts.pools(), alias ? 2u : 1u) << "static outputs: forward and backward keep pools apart";
   }
 }
@@ -241,37 +250,99 @@ TEST(CudaGraphs, ARefusedGraphRunsInTheInterpreterAndSaysWhy) {
 TEST(CudaGraphs, EightThreadsOnEightStreams) {
   REQUIRE_GPU();
   auto fn = [](const TensorList& a) { return TensorList{at::relu(at::addmm(a[2], a[0], a[1])).pow(2).sum()}; };
-  CompiledFunction shared = aot_function(fn, graphs_config(kCopyAll));
-  std::atomic<int> mismatches{0};
-  CounterDelta counts;
-  std::vector<std::thread> threads;
-  for (int t = 0; t < 8; ++t) {
-    threads.emplace_back([&, t] {
-      const c10::cuda::CUDAStreamGuard guard(c10::cuda::getStreamFromPool());
-      CompiledFunction own = aot_function(fn, graphs_config());
-      at::Tensor w = at::full({64, 16}, 0.01 * (t + 1), kCuda).requires_grad_(true);
-      for (int i = 0; i < 30; ++i) {
-        TensorList a{at::full({32, 64}, 0.01 * (t + 1), kCuda) + at::arange(64, kCuda) * 1e-3,
-                     at::full({64, 16}, 0.02 * (i + 1), kCuda).requires_grad_(true),
-                     at::full({16}, 0.1 * i - 1, kCuda).requires_grad_(true)};
-        TensorList b{a[0], a[1].detach().clone().requires_grad_(true), a[2].detach().clone().requires_grad_(true)};
-        at::Tensor got = shared(a)[0];
-        got.backward();
-        at::Tensor expected = fn(b)[0];
-        expected.backward();
-        at::Tensor own_got = own({a[0], w, a[2].detach()})[0];
-        at::Tensor own_expected = fn({a[0], w.detach(), a[2].detach()})[0];
-        c10::cuda::getCurrentCUDAStream().synchronize();
-        if (!close(got, expected, 1e-4) || !close(a[1].grad(), b[1].grad(), 1e-4) ||
-            !close(a[2].grad(), b[2].grad(), 1e-4) || !close(own_got, own_expected, 1e-4))
-          ++mismatches;
-      }
-    });
+  for (const bool lend : {false, true}) {
+    SCOPED_TRACE(lend ? "saved values lent" : "saved values copied");
+    CudaGraphOptions shared_options = kCopyAll;
+    shared_options.lend_saved_outputs = lend;
+    CompiledFunction shared = aot_function(fn, graphs_config(shared_options));
+    std::atomic<int> mismatches{0};
+    CounterDelta counts;
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 8; ++t) {
+      threads.emplace_back([&, t] {
+        const c10::cuda::CUDAStreamGuard guard(c10::cuda::getStreamFromPool());
+        CompiledFunction own = aot_function(fn, graphs_config());
+        at::Tensor w = at::full({64, 16}, 0.01 * (t + 1), kCuda).requires_grad_(true);
+        for (int i = 0; i < 30; ++i) {
+          TensorList a{at::full({32, 64}, 0.01 * (t + 1), kCuda) + at::arange(64, kCuda) * 1e-3,
+                       at::full({64, 16}, 0.02 * (i + 1), kCuda).requires_grad_(true),
+                       at::full({16}, 0.1 * i - 1, kCuda).requires_grad_(true)};
+          TensorList b{a[0], a[1].detach().clone().requires_grad_(true), a[2].detach().clone().requires_grad_(true)};
+          at::Tensor got = shared(a)[0];
+          got.backward();
+          at::Tensor expected = fn(b)[0];
+          expected.backward();
+          at::Tensor own_got = own({a[0], w, a[2].detach()})[0];
+          at::Tensor own_expected = fn({a[0], w.detach(), a[2].detach()})[0];
+          c10::cuda::getCurrentCUDAStream().synchronize();
+          if (!close(got, expected, 1e-4) || !close(a[1].grad(), b[1].grad(), 1e-4) ||
+              !close(a[2].grad(), b[2].grad(), 1e-4) || !close(own_got, own_expected, 1e-4))
+            ++mismatches;
+        }
+      });
+    }
+    for (std::thread& th : threads) th.join();
+    EXPECT_EQ(mismatches.load(), 0);
+    EXPECT_EQ(counts.replays() + counts.fallbacks(), 8u * 30u * 3u) << "shared forward + backward, own forward";
+    // Threads interleave the shared function's forwards and backwards: a forward replaying before
+    // another thread's backward takes back what that backward was lent, which then interprets.
+    EXPECT_LE(counts.fallbacks(), counts.lent_copied());
+    if (!lend) EXPECT_EQ(counts.fallbacks(), 0u);
   }
-  for (std::thread& th : threads) th.join();
-  EXPECT_EQ(mismatches.load(), 0);
-  EXPECT_GE(counts.replays(), 8u * 30u * 3u) << "shared forward + backward, own forward";
+}
+
+// A training step lends the forward's saved values to the backward: nothing is copied out of the
+// forward or into the backward, every call replays. A retained graph keeps them valid: its second
+// backward reads them again, and a forward replaying meanwhile copies them out first.
+TEST(CudaGraphs, SavedValuesAreLentToTheBackwardNotCopied) {
+  REQUIRE_GPU();
+  auto fn = [](const TensorList& a) {
+    at::Tensor h = at::gelu(at::linear(a[0], a[1], a[2]));
+    return TensorList{at::linear(at::tanh(h) * h, a[3]).pow(2).mean()};
+  };
+  TensorList params{cuda_randn({64, 32}, true), cuda_randn({64}, true), cuda_randn({8, 64}, true)};
+  TensorList eager_params;
+  for (const at::Tensor& p : params) eager_params.push_back(p.detach().clone().requires_grad_(true));
+  CompiledFunction compiled = aot_function(fn, graphs_config(kLendSaved));
+  auto expect_grads_equal = [&](const std::string& when) {
+    for (std::size_t i = 0; i < params.size(); ++i)
+      EXPECT_TRUE(close(params[i].grad(), eager_params[i].grad(), 1e-4)) << when << ", param " << i;
+  };
+  auto reset = [&] {
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      params[i].mutable_grad().reset();
+      eager_params[i].mutable_grad().reset();
+    }
+  };
+  compiled({cuda_randn({16, 32}), params[0], params[1], params[2]})[0].backward();  // the captures
+  reset();
+  CounterDelta counts;
+  for (int step = 0; step < 5; ++step) {
+    at::Tensor x = cuda_randn({16, 32});
+    compiled({x, params[0], params[1], params[2]})[0].backward();
+    fn({x, eager_params[0], eager_params[1], eager_params[2]})[0].backward();
+    expect_grads_equal("step " + std::to_string(step));
+    reset();
+  }
+  EXPECT_EQ(counts.replays(), 10u);
   EXPECT_EQ(counts.fallbacks(), 0u);
+  EXPECT_GE(counts.lent(), 5u) << "each forward lends its saved values";
+  EXPECT_EQ(counts.lent_copied(), 0u) << "each backward ran before the next forward: nothing to take back";
+
+  at::Tensor x = cuda_randn({16, 32});
+  at::Tensor out = compiled({x, params[0], params[1], params[2]})[0];
+  at::Tensor eager_out = fn({x, eager_params[0], eager_params[1], eager_params[2]})[0];
+  out.backward({}, /*retain_graph=*/true);
+  eager_out.backward({}, /*retain_graph=*/true);
+  out.backward({}, /*retain_graph=*/true);
+  eager_out.backward({}, /*retain_graph=*/true);
+  expect_grads_equal("a retained graph's second backward");
+  EXPECT_EQ(counts.lent_copied(), 0u);
+  (void)compiled({cuda_randn({16, 32}), params[0], params[1], params[2]});  // overwrites the static memory
+  EXPECT_GE(counts.lent_copied(), 1u) << "the retained graph's saved values were taken back first";
+  out.backward();
+  eager_out.backward();
+  expect_grads_equal("a third backward after another forward");
 }
 
 TEST(CudaGraphs, MemoryStaysFlatOver10000Calls) {

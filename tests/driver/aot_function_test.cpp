@@ -8,11 +8,13 @@
 #include <aotpipe/backend/backends.h>
 #include <aotpipe/backend/run_compiler.h>
 #include <aotpipe/cache/cache_key.h>
+#include <aotpipe/cache/compile_cache.h>
 #include <aotpipe/stages/compile_stages.h>
 #include <aotpipe/stages/compile/compile_stage.h>
 #include <aotpipe/stages/partition/default_partition.h>
 #include <aotpipe/stages/partition/min_cut_partition.h>
 
+#include "../runtime/temp_dir.h"
 #include "eager_check.h"
 
 #include <ATen/ATen.h>
@@ -237,6 +239,64 @@ TEST(AotFunctionRuntime, GraphsCompiledAtFirstCallShareTheirGroup) {
   ASSERT_EQ(recorder.seen.size(), 3u);
   EXPECT_EQ(recorder.seen[0], recorder.seen[1]);
   EXPECT_NE(recorder.seen[0], recorder.seen[2]);
+}
+
+// The forward's compiler is told which of its outputs are saved for the backward (the outputs
+// after the forward's returns), as a backend that lends them needs; the backward's is told none.
+TEST(AotFunctionRuntime, TheForwardCompilerIsToldWhichOutputsAreSaved) {
+  struct Seen {
+    std::string graph;
+    std::size_t outputs;
+    std::optional<std::size_t> saved_from;
+  };
+  std::vector<Seen> seen;
+  AotConfig config;
+  config.fw_compiler = [&seen](const Graph& graph, const std::vector<TensorMeta>&) -> CompiledGraph {
+    seen.push_back({graph.name(), graph.num_outputs(), current_graph_output_use().saved_outputs_from});
+    auto interpreter = std::make_shared<const Interpreter>(graph);
+    return [interpreter](TensorList args) { return interpreter->run(std::move(args)); };
+  };
+  // Two returns (an output and the mutated input), and values saved for the backward.
+  auto fn = [](const TensorList& a) {
+    a[0].add_(1);
+    return TensorList{(a[0] * a[1]).sin().sum()};
+  };
+  CompiledFunction f = aot_function(fn, config);
+  f({torch::randn({4}), param({4})})[0].backward();
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0].graph, "forward");
+  EXPECT_EQ(seen[0].saved_from, 2u) << "the mutated input's new value, then the output";
+  EXPECT_GT(seen[0].outputs, 2u) << "the saved values follow";
+  EXPECT_EQ(seen[1].graph, "backward");
+  EXPECT_EQ(seen[1].saved_from, std::nullopt);
+  EXPECT_EQ(current_graph_output_use().saved_outputs_from, std::nullopt) << "no use outlives its compile";
+
+  // At a first call (a cache hit's graphs), the use is asked when the graph compiles.
+  const Graph graph = parse_graph(R"(graph g(%x: f32[3]):
+  %y: f32[3] = aten::sin(%x)
+  return (%y, %x))");
+  CompiledGraph lazy = compile_on_first_call(
+      config.fw_compiler, [&graph]() -> const Graph& { return graph; }, nullptr,
+      [] { return GraphOutputUse{.saved_outputs_from = 1}; });
+  lazy({torch::randn({3})});
+  ASSERT_EQ(seen.size(), 3u);
+  EXPECT_EQ(seen[2].saved_from, 1u);
+
+  // A cache hit's forward is told the same when it compiles at its first call.
+  const testing::TempDir dir;
+  CompileCacheOptions cache_options;
+  cache_options.directory = dir.path;
+  auto cache = std::make_shared<CompileCache>(std::move(cache_options));
+  config.fw_compiler = named_compiler("test.output_use_recorder/1", config.fw_compiler);
+  for (int compile = 0; compile < 2; ++compile) {  // a miss that stores, then a hit
+    seen.clear();
+    CompiledFunction cached = aot_function(fn, config, cache);
+    cached({torch::randn({4}), param({4})})[0].backward();
+    ASSERT_EQ(seen.size(), 2u) << "compile " << compile;
+    EXPECT_EQ(seen[0].graph, "forward");
+    EXPECT_EQ(seen[0].saved_from, 2u) << "compile " << compile;
+    EXPECT_EQ(seen[1].saved_from, std::nullopt) << "compile " << compile;
+  }
 }
 
 // A config naming no partitioner takes the forward compiler's choice (backend/backend_traits.h):

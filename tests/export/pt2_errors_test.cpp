@@ -15,6 +15,7 @@ namespace {
 
 using nlohmann::json;
 using ::testing::AllOf;
+using testing::claim_size;
 using ::testing::HasSubstr;
 using testing::pt2_dir;
 using testing::rewrite_archive;
@@ -82,16 +83,7 @@ TEST_F(Pt2ErrorsTest, RecordClaimingMoreThanTheArchiveCanHoldIsRefused) {
   for (const std::string suffix : {"models/model.json", ".data/version"}) {
     std::ifstream in(pt2_dir() / "dynamic_mlp.pt2", std::ios::binary);
     std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    // The central directory entry of the record: method (deflate) at +10, size at +24.
-    std::size_t entry = std::string::npos;
-    for (std::size_t at = bytes.find("PK\x01\x02"); at != std::string::npos; at = bytes.find("PK\x01\x02", at + 4)) {
-      const auto name_length = static_cast<std::size_t>(static_cast<unsigned char>(bytes[at + 28])) |
-                               static_cast<std::size_t>(static_cast<unsigned char>(bytes[at + 29])) << 8;
-      if (bytes.compare(at + 46 + name_length - suffix.size(), suffix.size(), suffix) == 0) entry = at;
-    }
-    ASSERT_NE(entry, std::string::npos);
-    bytes[entry + 10] = 8;
-    bytes.replace(entry + 24, 4, "\x00\xff\xff\xff", 4);
+    ASSERT_TRUE(claim_size(bytes, suffix, 0xffffff00));
     const std::filesystem::path claiming = dir_ / "claiming.pt2";
     std::ofstream(claiming, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
     EXPECT_THAT(load_error(claiming),

@@ -111,4 +111,22 @@ void rewrite_archive(const std::filesystem::path& from, const std::filesystem::p
   writer.writeEndOfFile();
 }
 
+bool claim_size(std::string& zip, const std::string& suffix, std::uint32_t bytes) {
+  auto u16 = [&](std::size_t at) {
+    return static_cast<std::size_t>(static_cast<unsigned char>(zip[at])) |
+           static_cast<std::size_t>(static_cast<unsigned char>(zip[at + 1])) << 8;
+  };
+  for (std::size_t at = zip.find("PK\x01\x02"); at != std::string::npos; at = zip.find("PK\x01\x02", at + 4)) {
+    const std::size_t name_length = u16(at + 28);
+    if (at + 46 + name_length > zip.size() || name_length < suffix.size() ||
+        zip.compare(at + 46 + name_length - suffix.size(), suffix.size(), suffix) != 0)
+      continue;
+    zip[at + 10] = 8;
+    zip[at + 11] = 0;
+    for (int i = 0; i < 4; ++i) zip[at + 24 + i] = static_cast<char>((bytes >> (8 * i)) & 0xff);
+    return true;
+  }
+  return false;
+}
+
 }  // namespace aotpipe::testing

@@ -9,6 +9,7 @@
 #include <ATen/core/ivalue.h>
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -49,5 +50,10 @@ std::map<std::string, at::Tensor> tensor_dict(const c10::IValue& dict);
 void rewrite_archive(const std::filesystem::path& from, const std::filesystem::path& to,
                      const std::function<void(nlohmann::json&)>& edit_model,
                      const std::function<void(const std::string&, std::string&)>& edit_record = {});
+
+// Makes the zip (bytes in memory) claim `bytes` of uncompressed size for its first record whose
+// name ends in `suffix`, and marks it deflated so the claim is not bounded by the stored bytes:
+// the central directory entry's method (+10) and size (+24). false where no record ends so.
+bool claim_size(std::string& zip, const std::string& suffix, std::uint32_t bytes);
 
 }  // namespace aotpipe::testing
