@@ -45,8 +45,10 @@ Compiler cuda_graphs(CudaGraphOptions options) {
             std::optional<std::size_t> lent_from;
             if (options.lend_saved_outputs && options.outputs == CudaGraphOptions::Outputs::fresh)
               lent_from = current_graph_output_use().saved_outputs_from;
+            std::shared_ptr<cuda_detail::SharedCapture> shared = shared_capture(options);
+            if (shared && !current_graph_output_use().saved_outputs_from) shared->backward_is_runner = true;
             auto runner = std::make_shared<cuda_detail::GraphRunner>(
-                interpreter, graph.name(), options, unread_host_outputs(graph), lent_from, shared_capture(options));
+                interpreter, graph.name(), options, unread_host_outputs(graph), lent_from, std::move(shared));
             return [runner](TensorList args) { return (*runner)(std::move(args)); };
           }),
       {.recomputation_pays = false});

@@ -51,7 +51,9 @@ struct CudaGraphCounters {
   std::uint64_t memory_pools = 0;        // private memory pools made: one per compiled function (its
                                          // forward and backward share it), one per graph with static_alias
   std::uint64_t lent_values = 0;         // storages of saved values lent instead of copied out (lend_saved_outputs)
-  std::uint64_t lent_values_copied = 0;  // of those, the ones still alive at their graph's next replay: copied then
+  std::uint64_t lent_inputs_read = 0;    // backward inputs a replay read in place, where the forward lent them
+  std::uint64_t lent_values_copied = 0;  // lent storages taken back (copied): alive at their forward's next replay,
+                                         // or read by a call the interpreter ran
 };
 CudaGraphCounters cuda_graph_counters();
 

@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/MemoryOverlap.h>
+#include <ATen/SavedTensorHooks.h>
 #include <ATen/cuda/CUDAEvent.h>
 #include <ATen/cuda/CUDAGraph.h>
 #include <c10/core/GradMode.h>
@@ -26,11 +27,12 @@ std::atomic<std::uint64_t> fallback_count{0};
 std::atomic<std::uint64_t> pool_count{0};
 std::atomic<std::uint64_t> lent_count{0};
 std::atomic<std::uint64_t> lent_copied_count{0};
+std::atomic<std::uint64_t> lent_read_count{0};
 }  // namespace
 
 CudaGraphCounters cuda_graph_counters() {
-  return {capture_count.load(), replay_count.load(), fallback_count.load(),
-          pool_count.load(),    lent_count.load(),   lent_copied_count.load()};
+  return {capture_count.load(), replay_count.load(),    fallback_count.load(),   pool_count.load(),
+          lent_count.load(),    lent_read_count.load(), lent_copied_count.load()};
 }
 
 namespace cuda_detail {
@@ -71,24 +73,43 @@ bool same_layout(const at::Tensor& a, const at::Tensor& b) {
 
 // Lent memory (CudaGraphOptions::lend_saved_outputs): a storage whose DataPtr points into a
 // graph's static storage and holds a reference to it (the context), so the memory outlives the
-// graph if a lent value does. The deleter marks it: a backward graph recognises a lent input by it.
-void release_lent_memory(void* static_storage) { delete static_cast<c10::Storage*>(static_storage); }
+// graph if a lent value does. The deleter marks it: a backward graph of the same group recognises
+// a lent input by it and by the lender.
+struct LentMemory {
+  c10::Storage source;          // the lending graph's static storage
+  const SharedCapture* lender;  // the group of the lending graph
+};
+void release_lent_memory(void* lent) { delete static_cast<LentMemory*>(lent); }
 
-c10::Storage lend(const c10::Storage& static_storage, int64_t first_byte, int64_t bytes) {
-  auto* held = new c10::Storage(static_storage);
-  c10::DataPtr data(static_cast<char*>(held->mutable_data()) + first_byte, held, &release_lent_memory,
+c10::Storage lend(const c10::Storage& static_storage, int64_t first_byte, int64_t bytes, const SharedCapture& lender) {
+  auto* lent = new LentMemory{static_storage, &lender};
+  c10::DataPtr data(static_cast<char*>(lent->source.mutable_data()) + first_byte, lent, &release_lent_memory,
                     static_storage.device());
   return c10::Storage(c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(), bytes, std::move(data),
                                                             nullptr, /*resizable=*/false));
 }
 
-// Where lent `storage` points: the static storage it was lent from and its first byte there.
-std::optional<std::pair<c10::Storage, int64_t>> lent_source(const c10::Storage& storage) {
+// Where `storage`, if `lender` lent it, points: the static storage and its first byte there.
+std::optional<std::pair<c10::Storage, int64_t>> lent_source(const c10::Storage& storage, const SharedCapture& lender) {
   if (!storage.unsafeGetStorageImpl()) return std::nullopt;
   const c10::DataPtr& data = storage.data_ptr();
   if (data.get_deleter() != &release_lent_memory) return std::nullopt;
-  const auto* source = static_cast<const c10::Storage*>(data.get_context());
-  return std::pair{*source, static_cast<const char*>(data.get()) - static_cast<const char*>(source->data())};
+  const auto* lent = static_cast<const LentMemory*>(data.get_context());
+  if (lent->lender != &lender) return std::nullopt;
+  return std::pair{lent->source, static_cast<const char*>(data.get()) - static_cast<const char*>(lent->source.data())};
+}
+
+// Gives a storage `lender` lent memory of its own, with the bytes it has (copied on the current
+// stream, before a replay overwrites them): every tensor over it keeps its value. Nothing when it
+// is not (or no longer) lent by `lender`.
+void take_back(c10::StorageImpl& storage, const SharedCapture& lender) {
+  const c10::Storage lent_storage(c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(&storage));
+  if (!lent_source(lent_storage, lender)) return;
+  const auto bytes = static_cast<int64_t>(lent_storage.nbytes());
+  const at::Tensor own = at::empty({bytes}, at::TensorOptions().dtype(at::kByte).device(lent_storage.device()));
+  own.copy_(at::empty({0}, own.options()).set_(lent_storage, 0, {bytes}, {1}));
+  storage.set_data_ptr_noswap(own.storage().unsafeGetStorageImpl()->set_data_ptr(c10::DataPtr(nullptr, own.device())));
+  ++lent_copied_count;
 }
 
 // Ends a capture the interpreter left midway (an op threw), and frees what it allocated.
@@ -154,25 +175,15 @@ class CapturedGraph {
   std::optional<std::string> mismatch(const TensorList& args) const;
   bool outputs_alive() const;
   TensorList replay(const TensorList& args, CudaGraphOptions::Outputs mode);
-  // For a call the interpreter runs: orders the current stream after the group's last replay (the
-  // call may read memory a replay's copies wrote: a lent value taken back, on the stream of the
-  // forward that took it back) and records the arguments' use on it, so that memory goes back to
-  // the allocator only once this stream is done with it.
-  void prepare_interpreted_call(const TensorList& args) const {
-    const c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream(device_.index());
-    done_->block(stream);
-    for (const at::Tensor& a : args)
-      if (a.defined() && a.device() == device_ && a.has_storage())
-        c10::cuda::CUDACachingAllocator::recordStream(a.storage().data_ptr(), stream);
-  }
 
  private:
-  explicit CapturedGraph(at::cuda::CUDAEvent& done) : done_(&done) {}
+  CapturedGraph(at::cuda::CUDAEvent& done, SharedCapture& shared) : done_(&done), shared_(&shared) {}
   void copy_in(const TensorList& args);
   void plan_outputs(TensorList static_outputs, const std::vector<bool>& unread_host,
                     std::optional<std::size_t> lent_from);
   TensorList hand_out(const TensorList& args, CudaGraphOptions::Outputs mode);
   void take_back_lent();
+  bool may_lend() const;
 
   c10::Device device_{c10::kCUDA, 0};
   std::vector<Input> inputs_;
@@ -182,15 +193,17 @@ class CapturedGraph {
   std::vector<Group> groups_;
   // The storages the last replay lent: one still alive at the next replay gets memory of its own.
   std::vector<c10::weak_intrusive_ptr<c10::StorageImpl>> lent_;
+  std::size_t lent_inputs_ = 0;  // inputs read in place where the group's forward lent them
   std::unique_ptr<at::cuda::CUDAGraph> graph_;
   at::cuda::CUDAEvent* done_;  // SharedCapture::done: every graph of the group replays after it
+  SharedCapture* shared_;      // the group (its runner holds it, and this graph)
 };
 
 std::unique_ptr<CapturedGraph> CapturedGraph::capture(const Interpreter& interpreter, const TensorList& args,
                                                       const CudaGraphOptions& options,
                                                       const std::vector<bool>& unread_host,
                                                       std::optional<std::size_t> lent_from, SharedCapture& shared) {
-  std::unique_ptr<CapturedGraph> self(new CapturedGraph(shared.done));
+  std::unique_ptr<CapturedGraph> self(new CapturedGraph(shared.done, shared));
   std::optional<c10::Device> device;
   for (std::size_t i = 0; i < args.size(); ++i) {
     const at::Tensor& a = args[i];
@@ -213,8 +226,9 @@ std::unique_ptr<CapturedGraph> CapturedGraph::capture(const Interpreter& interpr
     if (!a.defined()) {
     } else if (a.is_cpu()) {
       input = {InputKind::cpu_scalar, at::empty(std::vector<int64_t>{}, a.options().device(self->device_))};
-    } else if (auto source = lent_source(a.storage())) {
+    } else if (auto source = lent_source(a.storage(), shared)) {
       input = {InputKind::lent, view_of_storage(source->first, source->second + start_byte(a), a)};
+      ++self->lent_inputs_;
     } else if ((options.static_parameters && a.requires_grad() && a.is_leaf()) ||
                at::has_internal_overlap(a) == at::MemOverlap::Yes) {  // an expanded tensor cannot be copied into
       input = {InputKind::in_place, a};
@@ -281,8 +295,11 @@ void CapturedGraph::plan_outputs(TensorList static_outputs, const std::vector<bo
       out.kind = OutputKind::empty;
     } else {
       const c10::StorageImpl* storage = o.storage().unsafeGetStorageImpl();
+      // An output in memory the forward lent (a view of a saved value) is copied out like a pooled
+      // one: as a view of the lent storage, the next forward would have to take all of it back.
       auto input = std::find_if(inputs_.begin(), inputs_.end(), [&](const Input& in) {
-        return in.tensor.defined() && in.tensor.storage().unsafeGetStorageImpl() == storage;
+        return in.kind != InputKind::lent && in.tensor.defined() &&
+               in.tensor.storage().unsafeGetStorageImpl() == storage;
       });
       if (input != inputs_.end() && input->kind == InputKind::in_place) {
         out.kind = OutputKind::alias_of_in_place_input;
@@ -385,19 +402,17 @@ void CapturedGraph::copy_in(const TensorList& args) {
 }
 
 void CapturedGraph::take_back_lent() {
-  for (const c10::weak_intrusive_ptr<c10::StorageImpl>& weak : lent_) {
-    c10::intrusive_ptr<c10::StorageImpl> still_lent = weak.lock();
-    if (!still_lent) continue;
-    // Alive past its backward's turn (a second forward before the first's backward, or a retained
-    // graph): it gets memory of its own, with the value it has, before the replay overwrites it.
-    const c10::Storage lent_storage(still_lent);
-    const auto bytes = static_cast<int64_t>(lent_storage.nbytes());
-    const at::Tensor own = at::empty({bytes}, at::TensorOptions().dtype(at::kByte).device(device_));
-    own.copy_(at::empty({0}, own.options()).set_(lent_storage, 0, {bytes}, {1}));
-    still_lent->set_data_ptr_noswap(own.storage().unsafeGetStorageImpl()->set_data_ptr(c10::DataPtr(nullptr, device_)));
-    ++lent_copied_count;
-  }
+  // Alive past its backward's turn (a second forward before the first's backward, a retained
+  // graph): it gets memory of its own, with the value it has, before the replay overwrites it.
+  for (const c10::weak_intrusive_ptr<c10::StorageImpl>& weak : lent_)
+    if (c10::intrusive_ptr<c10::StorageImpl> still_lent = weak.lock()) take_back(*still_lent, *shared_);
   lent_.clear();
+}
+
+// Only to a backward a GraphRunner of the group runs, and not where saved-tensor hooks (PyTorch's
+// activation offloading) would see the saved values.
+bool CapturedGraph::may_lend() const {
+  return shared_->backward_is_runner.load() && at::SavedTensorDefaultHooks::get_tls_state().stack.empty();
 }
 
 TensorList CapturedGraph::hand_out(const TensorList& args, CudaGraphOptions::Outputs mode) {
@@ -406,10 +421,11 @@ TensorList CapturedGraph::hand_out(const TensorList& args, CudaGraphOptions::Out
   std::vector<c10::Storage> group_memory(groups_.size());
   if (mode == CudaGraphOptions::Outputs::fresh && !groups_.empty()) {
     std::vector<at::Tensor> copies, sources;
+    const bool lending = may_lend();
     for (std::size_t g = 0; g < groups_.size(); ++g) {
       const at::Tensor& range = groups_[g].bytes;
-      if (groups_[g].lent) {
-        group_memory[g] = lend(range.storage(), start_byte(range), range.numel());
+      if (groups_[g].lent && lending) {
+        group_memory[g] = lend(range.storage(), start_byte(range), range.numel(), *shared_);
         lent_.emplace_back(group_memory[g].getWeakStorageImpl());
         ++lent_count;
         continue;
@@ -454,6 +470,7 @@ TensorList CapturedGraph::replay(const TensorList& args, CudaGraphOptions::Outpu
   take_back_lent();
   copy_in(args);
   graph_->replay();
+  lent_read_count += lent_inputs_;
   TensorList out = hand_out(args, mode);
   done_->record(stream);
   return out;
@@ -470,6 +487,20 @@ GraphRunner::GraphRunner(std::shared_ptr<const Interpreter> interpreter, std::st
       shared_(shared ? std::move(shared) : std::make_shared<SharedCapture>()) {}
 
 GraphRunner::~GraphRunner() = default;
+
+void GraphRunner::prepare_interpreted_call(const TensorList& args) {
+  for (const at::Tensor& a : args) {
+    if (!a.defined() || !a.is_cuda() || !a.has_storage()) continue;
+    const c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream(a.device().index());
+    // After the group's last replay: it may have written what this call reads (a value taken back).
+    shared_->done.block(stream);
+    // A value the group's forward lent: the interpreter reads it outside the group's order, so it
+    // gets memory of its own first, which no replay writes.
+    take_back(*a.storage().unsafeGetStorageImpl(), *shared_);
+    // Memory of the caching allocator goes back to it only once this stream is done with it.
+    c10::cuda::CUDACachingAllocator::recordStream(a.storage().data_ptr(), stream);
+  }
+}
 
 void GraphRunner::warn_once(const std::string& reason) {
   if (warned_.insert(reason).second) {
@@ -498,7 +529,7 @@ TensorList GraphRunner::operator()(TensorList args) {
     }
   }
   warn_once(*why);
-  if (captured_) captured_->prepare_interpreted_call(args);
+  prepare_interpreted_call(args);
   lock.unlock();
   ++fallback_count;
   return interpreter_->run(std::move(args));

@@ -8,6 +8,7 @@
 #include <ATen/cuda/CUDAEvent.h>
 #include <c10/core/Allocator.h>
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -30,6 +31,11 @@ struct SharedCapture {
   std::mutex mutex;                      // guards the runners' state; held through a capture or a replay's launches
   std::optional<c10::MempoolId_t> pool;  // made by the first capture
   at::cuda::CUDAEvent done;              // recorded after each replay's last copy out
+  // A graph of the group that is not a forward (the backward) is run by a GraphRunner: the one
+  // reader a forward may lend its saved values to (CudaGraphOptions::lend_saved_outputs), since
+  // it reads them under this mutex, ordered by `done`. A backward compiled otherwise (refused at
+  // compile time, another compiler) gets copies.
+  std::atomic<bool> backward_is_runner{false};
 };
 
 class GraphRunner {
@@ -48,6 +54,9 @@ class GraphRunner {
 
  private:
   void warn_once(const std::string& reason);
+  // Before a call the interpreter runs, with the group's mutex held: ordered after the group's
+  // replays, on memory no replay writes (a lent argument is taken back), docs/cuda-graphs.md.
+  void prepare_interpreted_call(const TensorList& args);
 
   std::shared_ptr<const Interpreter> interpreter_;
   std::string name_;

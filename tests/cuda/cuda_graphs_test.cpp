@@ -46,6 +46,7 @@ struct CounterDelta {
   std::uint64_t pools() const { return cuda_graph_counters().memory_pools - start.memory_pools; }
   std::uint64_t lent() const { return cuda_graph_counters().lent_values - start.lent_values; }
   std::uint64_t lent_copied() const { return cuda_graph_counters().lent_values_copied - start.lent_values_copied; }
+  std::uint64_t lent_read() const { return cuda_graph_counters().lent_inputs_read - start.lent_inputs_read; }
 };
 
 bool close(const at::Tensor& a, const at::Tensor& b, double tol = 1e-5) { return at::allclose(a, b, tol, tol); }
@@ -327,6 +328,7 @@ TEST(CudaGraphs, SavedValuesAreLentToTheBackwardNotCopied) {
   EXPECT_EQ(counts.replays(), 10u);
   EXPECT_EQ(counts.fallbacks(), 0u);
   EXPECT_GE(counts.lent(), 5u) << "each forward lends its saved values";
+  EXPECT_GE(counts.lent_read(), 5u) << "each backward reads them in place";
   EXPECT_EQ(counts.lent_copied(), 0u) << "each backward ran before the next forward: nothing to take back";
 
   at::Tensor x = cuda_randn({16, 32});
