@@ -218,6 +218,8 @@ std::optional<std::string> zip_overclaim(std::uint64_t zip_bytes, const ZipReadA
     directory_offset = u64(record + 48);
   }
   if (directory_size > zip_bytes || directory_offset > zip_bytes - directory_size) return std::nullopt;
+  // An empty directory claims nothing (and its buffer would have no memory to read into).
+  if (directory_size == 0) return std::nullopt;
   std::vector<unsigned char> directory(static_cast<std::size_t>(directory_size));
   if (!read_at(directory_offset, directory.size(), directory.data())) return std::nullopt;
   std::size_t at = 0;
@@ -246,7 +248,7 @@ c10::IValue load_torch_save(const at::DataPtr& bytes, std::size_t size) {
   const auto* data = static_cast<const unsigned char*>(bytes.get());
   if (auto overclaim = zip_overclaim(size, [&](std::uint64_t offset, std::size_t n, unsigned char* out) {
         if (offset > size || n > size - offset) return false;
-        std::memcpy(out, data + offset, n);
+        if (n > 0) std::memcpy(out, data + offset, n);
         return true;
       }))
     fail(fmt::format("{}, more than {} bytes can hold", *overclaim, size));

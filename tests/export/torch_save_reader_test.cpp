@@ -112,6 +112,22 @@ TEST(TorchSaveReader, VersionRecordClaimingGigabytesIsRefusedBeforeTheZipReaderI
   EXPECT_THAT(overclaim.value_or("fits"), HasSubstr("/version' claims 3875536896 bytes"));
 }
 
+// A zip whose central directory is empty (only the end record) claims nothing, and is never read
+// with a zero-length buffer, which has no memory (pt2_records fuzzer: memcpy to null, UBSan).
+TEST(TorchSaveReader, AnEmptyZipDirectoryClaimsNothingAndReadsNothing) {
+  std::string zip(22, '\0');
+  zip.replace(0, 4, "PK\x05\x06", 4);
+  int zero_length_reads = 0;
+  const auto overclaim = zip_overclaim(zip.size(), [&](std::uint64_t offset, std::size_t n, unsigned char* out) {
+    if (n == 0) ++zero_length_reads;
+    if (offset > zip.size() || n > zip.size() - offset) return false;
+    if (n > 0) std::memcpy(out, zip.data() + offset, n);
+    return true;
+  });
+  EXPECT_EQ(overclaim, std::nullopt);
+  EXPECT_EQ(zero_length_reads, 0);
+}
+
 TEST(TorchSaveReader, TensorPastItsStorageIsRefused) {
   Records records = records_of(sample_inputs_zip());
   ASSERT_TRUE(records.count("data/0"));
