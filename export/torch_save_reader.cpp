@@ -43,7 +43,9 @@ uint64_t little_endian(const unsigned char* p, std::size_t bytes) {
 }
 
 // Walks every opcode of a pickle (protocols 0 to 5) and checks that each argument, length-prefixed
-// ones above all, lies inside it: torch's unpickler allocates a length before it reads.
+// ones above all, lies inside it: torch's unpickler allocates a length before it reads. So does
+// its memo: a PUT grows it to the entry's index (16 bytes an entry) whatever came before, and a
+// pickle cannot hold more entries than it has bytes.
 void check_pickle(const unsigned char* p, std::size_t size) {
   std::size_t at = 0;
   auto need = [&](std::size_t n, char op) {
@@ -56,6 +58,11 @@ void check_pickle(const unsigned char* p, std::size_t size) {
     if (!end)
       fail(fmt::format("pickle opcode 0x{:02x} at byte {} has no end of line", static_cast<unsigned char>(op), at - 1));
     at = static_cast<const unsigned char*>(end) - p + 1;
+  };
+  auto memo_entry = [&](uint64_t entry, char op, std::size_t op_at) {
+    if (entry >= size)
+      fail(fmt::format("pickle opcode 0x{:02x} at byte {} puts memo entry {}, more than a pickle of {} bytes holds",
+                       static_cast<unsigned char>(op), op_at, entry, size));
   };
   while (at < size) {
     const char op = static_cast<char>(p[at++]);
@@ -112,9 +119,13 @@ void check_pickle(const unsigned char* p, std::size_t size) {
         break;
       case 'J':
       case 'j':
-      case 'r':
       case '\x84':
         need(4, op);
+        at += 4;
+        break;
+      case 'r':  // LONG_BINPUT
+        need(4, op);
+        memo_entry(little_endian(p + at, 4), op, at - 1);
         at += 4;
         break;
       case 'G':
@@ -151,8 +162,16 @@ void check_pickle(const unsigned char* p, std::size_t size) {
       case 'S':
       case 'V':
       case 'P':
-      case 'g':
-      case 'p': line(op); break;
+      case 'g': line(op); break;
+      case 'p': {  // PUT: the entry in decimal
+        const std::size_t op_at = at - 1, first = at;
+        line(op);
+        uint64_t entry = 0;
+        for (std::size_t i = first; i + 1 < at; ++i)
+          if (p[i] >= '0' && p[i] <= '9' && entry < (uint64_t{1} << 59)) entry = entry * 10 + (p[i] - '0');
+        memo_entry(entry, op, op_at);
+        break;
+      }
       case 'c':
       case 'i':
         line(op);

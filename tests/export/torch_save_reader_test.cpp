@@ -98,6 +98,22 @@ TEST(TorchSaveReader, StringLongerThanThePickleIsRefusedBeforeItIsAllocated) {
   EXPECT_THAT(load_error(zip_of(records)), HasSubstr("opcode 0xff at byte 2 is not one this reader knows"));
 }
 
+// Torch's unpickler grows its memo to the index a PUT names, 16 bytes an entry, whatever came
+// before (pt2_archive fuzzer: LONG_BINPUT of entry 0x0f000000, 4 GB, out of memory).
+TEST(TorchSaveReader, MemoEntryBeyondThePickleIsRefusedBeforeTheMemoGrows) {
+  Records records = records_of(sample_inputs_zip());
+  const std::string pickle = records["data.pkl"];
+  ASSERT_EQ(pickle.back(), '.');
+  // The result, put into a memo entry just before STOP: valid but for the entry.
+  auto put_before_stop = [&](const std::string& put) { return pickle.substr(0, pickle.size() - 1) + put + "."; };
+  records["data.pkl"] = put_before_stop(std::string("r\x00\x00\x00\x0f", 5));
+  EXPECT_THAT(load_error(zip_of(records)), HasSubstr("puts memo entry 251658240, more than a pickle of"));
+  records["data.pkl"] = put_before_stop("p99999999\n");
+  EXPECT_THAT(load_error(zip_of(records)), HasSubstr("puts memo entry 99999999"));
+  records["data.pkl"] = put_before_stop(std::string("r\x05\x00\x00\x00", 5));
+  EXPECT_EQ(load_error(zip_of(records)), "no error") << "an entry within the pickle";
+}
+
 // Torch's zip reader extracts the version record in its constructor, at the size that record
 // claims (pt2_records fuzzer: malloc of 3.9 GB): the directory is checked before it is built.
 TEST(TorchSaveReader, VersionRecordClaimingGigabytesIsRefusedBeforeTheZipReaderIsBuilt) {
