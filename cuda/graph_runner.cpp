@@ -169,7 +169,7 @@ class CapturedGraph {
 
   ~CapturedGraph() {
     // A replay may still be running on some stream: its memory goes back to the allocator here.
-    done_->synchronize();
+    shared_->done.synchronize();
   }
 
   std::optional<std::string> mismatch(const TensorList& args) const;
@@ -177,7 +177,7 @@ class CapturedGraph {
   TensorList replay(const TensorList& args, CudaGraphOptions::Outputs mode);
 
  private:
-  CapturedGraph(at::cuda::CUDAEvent& done, SharedCapture& shared) : done_(&done), shared_(&shared) {}
+  explicit CapturedGraph(SharedCapture& shared) : shared_(&shared) {}
   void copy_in(const TensorList& args);
   void plan_outputs(TensorList static_outputs, const std::vector<bool>& unread_host,
                     std::optional<std::size_t> lent_from);
@@ -195,15 +195,15 @@ class CapturedGraph {
   std::vector<c10::weak_intrusive_ptr<c10::StorageImpl>> lent_;
   std::size_t lent_inputs_ = 0;  // inputs read in place where the group's forward lent them
   std::unique_ptr<at::cuda::CUDAGraph> graph_;
-  at::cuda::CUDAEvent* done_;  // SharedCapture::done: every graph of the group replays after it
-  SharedCapture* shared_;      // the group (its runner holds it, and this graph)
+  // The group (its runner holds it, and this graph): every graph of it replays after its `done`.
+  SharedCapture* shared_;
 };
 
 std::unique_ptr<CapturedGraph> CapturedGraph::capture(const Interpreter& interpreter, const TensorList& args,
                                                       const CudaGraphOptions& options,
                                                       const std::vector<bool>& unread_host,
                                                       std::optional<std::size_t> lent_from, SharedCapture& shared) {
-  std::unique_ptr<CapturedGraph> self(new CapturedGraph(shared.done, shared));
+  std::unique_ptr<CapturedGraph> self(new CapturedGraph(shared));
   std::optional<c10::Device> device;
   for (std::size_t i = 0; i < args.size(); ++i) {
     const at::Tensor& a = args[i];
@@ -466,13 +466,13 @@ TensorList CapturedGraph::replay(const TensorList& args, CudaGraphOptions::Outpu
   const c10::cuda::CUDAGuard on_device(device_);
   const c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream(device_.index());
   const at::NoGradGuard values_only;
-  done_->block(stream);  // the group's previous replay, on whatever stream, has copied its outputs out
+  shared_->done.block(stream);  // the group's previous replay, on whatever stream, has copied its outputs out
   take_back_lent();
   copy_in(args);
   graph_->replay();
   lent_read_count += lent_inputs_;
   TensorList out = hand_out(args, mode);
-  done_->record(stream);
+  shared_->done.record(stream);
   return out;
 }
 
