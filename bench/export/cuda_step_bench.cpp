@@ -1,5 +1,5 @@
 // Training-step time and GPU memory of one exported program on a CUDA device under one backend
-// and partitioner, for bench/export/cuda_step_table.py, which runs it once per configuration (a
+// and partitioner, for bench/export/gpt2_cuda_step.py, which runs it once per configuration (a
 // process each: GPU memory figures of one configuration only) beside PyTorch eager and prints
 // one table.
 //
@@ -33,7 +33,6 @@
 namespace {
 
 namespace bench = aotpipe::bench;
-using Allocator = c10::CachingDeviceAllocator::DeviceStats;
 
 std::int64_t allocated_bytes(bool peak) {
   const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(c10::cuda::current_device());
