@@ -82,12 +82,15 @@ if(AotpipeTorch_FOUND)
   if(_aotpipe_torch_cuda STREQUAL "OFF")
     target_link_libraries(aotpipe::torch INTERFACE ${AotpipeTorch_torch_cpu_LIBRARY} ${AotpipeTorch_c10_LIBRARY})
   else()
-    set(_aotpipe_torch_libs ${AotpipeTorch_torch_LIBRARY} ${AotpipeTorch_torch_cpu_LIBRARY} ${AotpipeTorch_c10_LIBRARY})
+    set(_aotpipe_torch_libs ${AotpipeTorch_torch_LIBRARY})
     if(AotpipeTorch_c10_cuda_LIBRARY)
       list(APPEND _aotpipe_torch_libs ${AotpipeTorch_c10_cuda_LIBRARY})
     endif()
     # --no-as-needed: libtorch.so has no symbols we call, but loading it registers the CUDA kernels.
-    target_link_libraries(aotpipe::torch INTERFACE "-Wl,--no-as-needed" ${_aotpipe_torch_libs} "-Wl,--as-needed")
+    # A program with the property AOTPIPE_LOADS_CUDA_ON_DEMAND (the aotpipe CLI) links only
+    # libtorch_cpu and libc10, and loads the rest itself when a command names CUDA.
+    target_link_libraries(aotpipe::torch INTERFACE ${AotpipeTorch_torch_cpu_LIBRARY} ${AotpipeTorch_c10_LIBRARY}
+      "$<$<NOT:$<BOOL:$<TARGET_PROPERTY:AOTPIPE_LOADS_CUDA_ON_DEMAND>>>:-Wl,--no-as-needed;${_aotpipe_torch_libs};-Wl,--as-needed>")
   endif()
   target_link_options(aotpipe::torch INTERFACE "-Wl,-rpath,${AOTPIPE_TORCH_DIR}/lib")
 
@@ -103,13 +106,15 @@ if(AotpipeTorch_FOUND)
                PATHS ${_aotpipe_cuda_root}/lib ${_aotpipe_cuda_root}/lib64 NO_DEFAULT_PATH)
   if(NOT _aotpipe_torch_cuda STREQUAL "OFF" AND AotpipeTorch_torch_cuda_LIBRARY AND AotpipeTorch_c10_cuda_LIBRARY
      AND AotpipeTorch_CUDA_INCLUDE_DIR AND AotpipeTorch_cudart_LIBRARY)
-    add_library(aotpipe::torch_cuda INTERFACE IMPORTED)
-    set_target_properties(aotpipe::torch_cuda PROPERTIES
+    # aotpipe::cuda_runtime: the CUDA runtime API alone (libcudart, which libtorch_cpu loads anyway).
+    add_library(aotpipe::cuda_runtime INTERFACE IMPORTED)
+    set_target_properties(aotpipe::cuda_runtime PROPERTIES
       INTERFACE_SYSTEM_INCLUDE_DIRECTORIES "${AotpipeTorch_CUDA_INCLUDE_DIR}"
       INTERFACE_INCLUDE_DIRECTORIES "${AotpipeTorch_CUDA_INCLUDE_DIR}")
-    target_link_libraries(aotpipe::torch_cuda INTERFACE aotpipe::torch
-      "-Wl,--no-as-needed" ${AotpipeTorch_torch_cuda_LIBRARY} ${AotpipeTorch_c10_cuda_LIBRARY} "-Wl,--as-needed"
-      ${AotpipeTorch_cudart_LIBRARY})
+    target_link_libraries(aotpipe::cuda_runtime INTERFACE ${AotpipeTorch_cudart_LIBRARY})
+    add_library(aotpipe::torch_cuda INTERFACE IMPORTED)
+    target_link_libraries(aotpipe::torch_cuda INTERFACE aotpipe::torch aotpipe::cuda_runtime
+      "-Wl,--no-as-needed" ${AotpipeTorch_torch_cuda_LIBRARY} ${AotpipeTorch_c10_cuda_LIBRARY} "-Wl,--as-needed")
   endif()
 endif()
 

@@ -37,6 +37,8 @@ find_package(AotpipeTorch REQUIRED)
 target_link_libraries(aotpipe::graph INTERFACE aotpipe::torch)
 if(TARGET aotpipe::cuda AND TARGET aotpipe::torch_cuda)
   target_link_libraries(aotpipe::cuda INTERFACE aotpipe::torch_cuda)
+  # Registers the backend by name for load_package (cuda/CMakeLists.txt).
+  target_link_options(aotpipe::cuda INTERFACE "LINKER:--undefined=aotpipe_cuda_graphs_registered")
 endif()
 """
 

@@ -2,6 +2,7 @@
 #include <aotpipe/cuda/cuda_graphs.h>
 #include <aotpipe/cuda/internal/graph_runner.h>
 #include <aotpipe/backend/backend_notes.h>
+#include <aotpipe/backend/backend_registry.h>
 #include <aotpipe/backend/backend_traits.h>
 #include <aotpipe/backend/backends.h>
 
@@ -55,3 +56,11 @@ Compiler cuda_graphs(CudaGraphOptions options) {
 }
 
 }  // namespace aotpipe::backends
+
+// "cuda_graphs" by name (backend/backend_registry.h), wherever this library is linked (its
+// CMake target forces this symbol into the link) or loaded (the CLI's CUDA plugin).
+extern "C" {
+extern const bool aotpipe_cuda_graphs_registered;
+const bool aotpipe_cuda_graphs_registered =
+    aotpipe::register_backend("cuda_graphs", [] { return aotpipe::backends::cuda_graphs(); });
+}

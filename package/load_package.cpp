@@ -1,13 +1,10 @@
 #include <aotpipe/package/load_package.h>
 #include <aotpipe/package/package_format.h>
 #include <aotpipe/package/package_versions.h>
-#include <aotpipe/backend/backends.h>
+#include <aotpipe/backend/backend_registry.h>
 #include <aotpipe/pipeline/lazy.h>
 #include <aotpipe/runtime/artifact_serialization.h>
 #include <aotpipe/runtime/post_compile.h>
-#ifdef AOTPIPE_HAVE_CUDA_GRAPHS
-#include <aotpipe/cuda/cuda_graphs.h>
-#endif
 
 #include <ATen/core/grad_mode.h>
 #include <fmt/format.h>
@@ -35,13 +32,11 @@ bool same_layout(const TensorMeta& compiled, const at::Tensor& t) {
   return true;
 }
 
+// Backends register by name where their library is linked: the CUDA-graph backend with aotpipe::cuda.
 Compiler backend_named(const PackageManifest& m, const std::filesystem::path& path) {
-  if (m.backend == "interpreter") return backends::interpreter();
-#ifdef AOTPIPE_HAVE_CUDA_GRAPHS
-  if (m.backend == "cuda_graphs") return backends::cuda_graphs();
-#endif
-  throw PackageError(fmt::format("package '{}': compiled for the backend '{}', which this build of aotpipe lacks",
-                                 path.string(), m.backend));
+  if (std::optional<Compiler> backend = find_backend(m.backend)) return *std::move(backend);
+  throw PackageError(fmt::format("package '{}': compiled for the backend '{}', which this process lacks (it has: {})",
+                                 path.string(), m.backend, fmt::join(registered_backends(), ", ")));
 }
 
 // The flat arguments' requires_grad, as a compile's manifest records it.

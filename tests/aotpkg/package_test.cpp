@@ -298,7 +298,28 @@ TEST_F(BadPackageTest, AnotherDevice) {
 
 TEST_F(BadPackageTest, UnknownBackend) {
   const auto path = edited(good(), "backend", [](PackageManifest& m, auto&) { m.backend = "tpu_xla"; });
-  EXPECT_THAT(load_error(path), HasSubstr("backend 'tpu_xla'"));
+  EXPECT_THAT(load_error(path), HasSubstr("backend 'tpu_xla', which this process lacks (it has: "));
+}
+
+// load_package finds the backend a manifest names by name (backend/backend_registry.h). This
+// program never calls backends::cuda_graphs(): the CUDA-graph backend is registered because
+// aotpipe::package links aotpipe::cuda, whose target forces the registration into the link. On
+// CPU inputs its graphs run in the interpreter, so the step is the interpreter's.
+TEST(PackageTest, TheBackendAManifestNamesIsFoundByName) {
+  const auto path = edited(package_of("gpt_block_loss"), "gpt_block_loss_cuda_graphs",
+                           [](PackageManifest& m, auto&) { m.backend = "cuda_graphs"; });
+#ifdef AOTPIPE_TEST_CUDA_BACKEND
+  const PackagedProgram program = load_package(path);
+  const PackagedProgram reference = load_package(package_of("gpt_block_loss"));
+  const testing::EagerStep expected = testing::load_eager_step("gpt_block_loss");
+  const torch::NoGradGuard no_grad;
+  const TensorList got = program(expected.inputs);
+  const TensorList want = reference(expected.inputs);
+  ASSERT_EQ(got.size(), want.size());
+  for (std::size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(at::equal(got[i], want[i])) << "output " << i;
+#else
+  EXPECT_THAT(load_error(path), HasSubstr("backend 'cuda_graphs', which this process lacks (it has: interpreter)"));
+#endif
 }
 
 TEST_F(BadPackageTest, WeightsMissing) {

@@ -45,6 +45,12 @@
 #   cli_test.sh compile_cuda     AOTPIPE SOURCE_DIR
 #                                             --device cuda:0 without a GPU: every example compiles and
 #                                             every value of its compiled graphs is on cuda:0
+#   cli_test.sh cuda_on_demand   AOTPIPE SOURCE_DIR
+#                                             the executable does not link libtorch_cuda; a CPU compile
+#                                             does not load it (on a machine without a GPU), --device
+#                                             cuda:0 and --backend cuda_graphs do; a graph on cuda:0 in a
+#                                             process without CUDA fails naming the remedy (exit 77 in a
+#                                             build without the CUDA plugin)
 set -uo pipefail
 
 mode=$1 exe=$2 src=$3
@@ -386,6 +392,44 @@ case $mode in
     check "the hit writes the cold compile's forward graph" cmp "$tmp/lstm_cold.aotg" "$tmp/out.d/lstm_cell/forward.aotg"
     run compile "$src/examples/mlp_layer.aotg" --device gpu0
     check "a bad --device is a usage error naming it" bash -c "grep -q \"not a device: 'gpu0'\" '$tmp/err'"
+    ;;
+  cuda_on_demand)
+    if [ ! -f "$(dirname "$exe")/libaotpipe_cuda_plugin.so" ]; then
+      echo "SKIP: this build has no CUDA plugin (no libtorch_cuda found)"; exit 77
+    fi
+    loads_cuda() {  # COMMAND...: the dynamic loader maps libtorch_cuda while the command runs
+      LD_DEBUG=files LD_DEBUG_OUTPUT="$tmp/ld" "$exe" "$@" >/dev/null 2>&1
+      grep -qE 'file=[^ ]*libtorch_cuda\.so' "$tmp"/ld.*
+      local mapped=$?
+      rm -f "$tmp"/ld.*
+      return $mapped
+    }
+    does_not_load_cuda() { ! loads_cuda "$@"; }
+    mlp=$src/examples/mlp_layer.aotg
+    check "the executable does not link libtorch_cuda, libtorch or libc10_cuda" \
+      bash -c "! readelf -d '$exe' | grep NEEDED | grep -qE 'libtorch_cuda|libtorch\.so|libc10_cuda'"
+    # A machine with an NVIDIA GPU loads CUDA for every command (its inputs may be on the GPU).
+    if [ -e /dev/nvidiactl ] || [ -n "$(ls /proc/driver/nvidia/gpus 2>/dev/null)" ]; then
+      check "with a GPU, a CPU compile loads CUDA" loads_cuda compile "$mlp" --no-cache --no-svg
+    else
+      check "a CPU compile does not load CUDA" does_not_load_cuda compile "$mlp" --no-cache --no-svg
+    fi
+    AOTPIPE_LOAD_CUDA=0 check "AOTPIPE_LOAD_CUDA=0: a CPU compile does not load CUDA" \
+      does_not_load_cuda compile "$mlp" --no-cache --no-svg
+    check "--device cuda:0 loads CUDA" loads_cuda compile "$mlp" --no-cache --no-svg --device cuda:0
+    check "--backend cuda_graphs loads CUDA" loads_cuda compile "$mlp" --no-cache --no-svg --backend cuda_graphs
+    check "cache explain --device cuda:0 loads CUDA" loads_cuda cache explain "$mlp" --device cuda:0
+    # A graph file already on cuda:0, compiled with no --device: it needs CUDA's answers.
+    run compile "$mlp" --device cuda:0 --no-svg --no-cache --out "$tmp/cuda.d"
+    check "a graph compiled for cuda:0 is written" grep -q device=cuda:0 "$tmp/cuda.d/mlp_layer/forward.aotg"
+    AOTPIPE_LOAD_CUDA=0 run compile "$tmp/cuda.d/mlp_layer/forward.aotg" --no-svg --no-cache
+    check "without CUDA, a graph on cuda:0 fails naming it and the remedy" \
+      compile_failed forward.aotg unsupported "graph 'forward' is on cuda:0, and this process did not load CUDA: pass --device cuda:0"
+    AOTPIPE_LOAD_CUDA=1 run compile "$tmp/cuda.d/mlp_layer/forward.aotg" --no-svg --no-cache
+    check "AOTPIPE_LOAD_CUDA=1: the graph on cuda:0 compiles" compile_summary_is 1 1 0
+    AOTPIPE_CUDA_PLUGIN=$tmp/missing.so run compile "$mlp" --no-svg --no-cache --device cuda:0
+    check "a plugin that cannot be loaded: exit status 2 and the file named" \
+      bash -c "test $(rc) -eq 2 && grep -qF 'cannot load CUDA' '$tmp/err' && grep -qF '$tmp/missing.so' '$tmp/err'"
     ;;
   cache)
     cache=$tmp/cache

@@ -2,6 +2,9 @@
 // everywhere (no GPU), on graphs written for cuda:0 and on compiles of CUDA metadata examples.
 #include <aotpipe/cuda/capture_safety.h>
 #include <aotpipe/cuda/cuda_graphs.h>
+#include <aotpipe/backend/backend_registry.h>
+#include <aotpipe/backend/backend_traits.h>
+#include <aotpipe/pipeline/identified.h>
 #include <aotpipe/graph/example_tensor.h>
 #include <aotpipe/graph/parser.h>
 #include <aotpipe/driver/aot_function.h>
@@ -110,6 +113,17 @@ TEST(CudaGraphSafety, ACompileReportsARefusalAsABackendNote) {
   CompileOutput on_gpu = compile(
       "on_gpu", [](const TensorList& a) { return TensorList{a[0].sin().relu()}; }, examples, config);
   EXPECT_THAT(on_gpu.state()->compiled.notes, ::testing::IsEmpty());
+}
+
+// Linking aotpipe::cuda registers the backend by name (its target forces the registration into
+// the link): what load_package and the CLI find for a manifest's or --backend's "cuda_graphs".
+TEST(CudaGraphSafety, LinkingTheBackendRegistersItByName) {
+  const std::vector<std::string> names = registered_backends();
+  EXPECT_NE(std::find(names.begin(), names.end(), "cuda_graphs"), names.end());
+  const std::optional<Compiler> found = find_backend("cuda_graphs");
+  ASSERT_TRUE(found.has_value());
+  EXPECT_EQ(identity_of(*found), identity_of(backends::cuda_graphs()));
+  EXPECT_FALSE(backend_traits_of(*found).recomputation_pays);
 }
 
 }  // namespace

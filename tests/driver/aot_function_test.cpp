@@ -4,6 +4,7 @@
 #include <aotpipe/graph/parser.h>
 #include <aotpipe/driver/aot_function.h>
 #include <aotpipe/backend/backend_notes.h>
+#include <aotpipe/backend/backend_registry.h>
 #include <aotpipe/backend/backend_traits.h>
 #include <aotpipe/backend/backends.h>
 #include <aotpipe/backend/run_compiler.h>
@@ -297,6 +298,40 @@ TEST(AotFunctionRuntime, TheForwardCompilerIsToldWhichOutputsAreSaved) {
     EXPECT_EQ(seen[0].saved_from, 2u) << "compile " << compile;
     EXPECT_EQ(seen[1].saved_from, std::nullopt) << "compile " << compile;
   }
+}
+
+// Backends by name (backend/backend_registry.h): the interpreter is always there; a registration
+// makes a fresh compiler per lookup and a later one of the same name replaces it.
+TEST(AotFunctionRuntime, BackendsAreFoundByName) {
+  const std::optional<Compiler> interpreter = find_backend("interpreter");
+  ASSERT_TRUE(interpreter.has_value());
+  EXPECT_EQ(identity_of(*interpreter), identity_of(backends::interpreter()));
+  EXPECT_FALSE(find_backend("no_such_backend").has_value());
+
+  int made = 0;
+  register_backend("registry_test", [&made] {
+    ++made;
+    return with_backend_traits(backends::interpreter(), {.recomputation_pays = false});
+  });
+  const std::vector<std::string> names = registered_backends();
+  EXPECT_TRUE(std::is_sorted(names.begin(), names.end()));
+  EXPECT_NE(std::find(names.begin(), names.end(), "registry_test"), names.end());
+  EXPECT_NE(std::find(names.begin(), names.end(), "interpreter"), names.end());
+  const std::optional<Compiler> found = find_backend("registry_test");
+  ASSERT_TRUE(found.has_value());
+  EXPECT_EQ(made, 1);
+  EXPECT_FALSE(backend_traits_of(*found).recomputation_pays);
+  // The compiler found compiles: a function run through it matches eager.
+  AotConfig config;
+  config.fw_compiler = *found;
+  CompiledFunction f = aot_function([](const TensorList& a) { return TensorList{(a[0] * a[0]).sum()}; }, config);
+  const TensorList x{param({4})};
+  f(x)[0].backward();
+  EXPECT_TRUE(at::allclose(x[0].grad(), 2 * x[0].detach()));
+
+  register_backend("registry_test", [] { return backends::interpreter(); });
+  EXPECT_TRUE(backend_traits_of(*find_backend("registry_test")).recomputation_pays) << "the later registration";
+  EXPECT_EQ(made, 1);
 }
 
 // A config naming no partitioner takes the forward compiler's choice (backend/backend_traits.h):

@@ -8,6 +8,7 @@
 // the key and whether an entry exists. explain takes compile's options, as they change the key.
 #include "aotpipe/commands.h"
 #include "aotpipe/compile_jobs.h"
+#include "aotpipe/cuda_plugin.h"
 
 #include <aotpipe/stages/compile_stages.h>
 
@@ -102,11 +103,13 @@ Command add_cache_command(CLI::App& parent) {
   explain->add_option("--seed", options->seed, "As for aotpipe compile")->capture_default_str();
   explain->add_option("--device", options->device, "As for aotpipe compile");
   explain->add_flag("--no-cpu-fallback", options->no_cpu_fallback, "As for aotpipe compile");
-  return {app, [options, stats, clear] {
+  return {app,
+          [options, stats, clear] {
             if (stats->parsed()) return run_stats(*options);
             if (clear->parsed()) return run_clear(*options);
             return run_explain(*options);
-          }};
+          },
+          [options] { return names_cuda(options->device); }};
 }
 
 }  // namespace aotpipe::cli

@@ -16,6 +16,7 @@
 #include "aotpipe/commands.h"
 #include "aotpipe/compile_jobs.h"
 #include "aotpipe/compile_report.h"
+#include "aotpipe/cuda_plugin.h"
 #include "aotpipe/exported_programs.h"
 #include "aotpipe/file_records.h"
 #include "aotpipe/graph_files.h"
@@ -563,7 +564,8 @@ Command add_compile_command(CLI::App& parent) {
   app->add_option("--sizes", options->sizes,
                   "With --package: user input sizes to compile for, one set per use (8x256,8x256); default: the "
                   "archive's sample inputs'");
-  return {app, [options] {
+  return {app,
+          [options] {
             if (options->package.empty()) {
               if (!options->sizes.empty()) throw CLI::ValidationError("--sizes", "only goes with --package");
               return run_compile(*options);
@@ -577,7 +579,8 @@ Command add_compile_command(CLI::App& parent) {
             }
             return write_package_command({options->inputs[0], options->package, options->device, options->sizes,
                                           options->backend, options->partitioner, options->no_cpu_fallback});
-          }};
+          },
+          [options] { return names_cuda(options->device, options->backend); }};
 }
 
 }  // namespace aotpipe::cli

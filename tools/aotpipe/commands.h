@@ -10,6 +10,9 @@ namespace aotpipe::cli {
 struct Command {
   CLI::App* app = nullptr;   // the subcommand, to test whether it was chosen
   std::function<int()> run;  // the exit status of the command
+  // Whether the parsed command line names a CUDA device or backend: then CUDA is loaded before
+  // the command runs (cuda_plugin.h). Empty: it never does.
+  std::function<bool()> names_cuda = {};
 };
 
 // aotpipe show FILE...: parse, verify and print graphs back in the text form.

@@ -1,14 +1,12 @@
 #include "aotpipe/compile_jobs.h"
+#include "aotpipe/cuda_plugin.h"
 #include "aotpipe/exported_programs.h"
 #include "aotpipe/load_graph.h"
 #include "aotpipe/random_inputs.h"
 
+#include <aotpipe/backend/backend_registry.h>
 #include <aotpipe/graph/device_retarget.h>
 #include <aotpipe/runtime/graph_function.h>
-
-#ifdef AOTPIPE_HAVE_CUDA_GRAPHS
-#include <aotpipe/cuda/cuda_graphs.h>
-#endif
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <CLI/CLI.hpp>
@@ -16,21 +14,22 @@
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 namespace aotpipe::cli {
 
 std::vector<std::string> backend_names() {
-#ifdef AOTPIPE_HAVE_CUDA_GRAPHS
-  return {"interpreter", "cuda_graphs"};
-#else
-  return {"interpreter"};
+  std::vector<std::string> names = registered_backends();
+#ifdef AOTPIPE_HAVE_CUDA_PLUGIN
+  // Registered once the plugin is loaded, which naming it does (cuda_plugin.h).
+  if (std::find(names.begin(), names.end(), "cuda_graphs") == names.end()) names.emplace_back("cuda_graphs");
 #endif
+  return names;
 }
 
 Compiler backend_named(const std::string& name) {
   if (name == "interpreter") return {};
-#ifdef AOTPIPE_HAVE_CUDA_GRAPHS
-  if (name == "cuda_graphs") return backends::cuda_graphs();
-#endif
+  if (std::optional<Compiler> backend = find_backend(name)) return *std::move(backend);
   throw CLI::ValidationError("--backend", "'" + name + "' is not a backend of this build (it has: " +
                                               fmt::format("{}", fmt::join(backend_names(), ", ")) + ")");
 }
@@ -53,6 +52,8 @@ namespace {
 
 CompileJob make_job(std::string name, Function fn, TensorList example_args, const JobSettings& settings,
                     std::shared_ptr<const Graph> program) {
+  for (const at::Tensor& arg : example_args)
+    if (arg.defined()) require_cuda_for(arg.device(), fmt::format("graph '{}'", name));
   return CompileJob{std::move(name),      std::move(fn),      std::move(example_args),
                     job_config(settings), std::move(program), settings.cache};
 }

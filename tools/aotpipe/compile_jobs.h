@@ -27,8 +27,9 @@ struct JobSettings {
 // The configuration of every job of a batch (a .pt2 job adds its num_params_buffers).
 AotConfig job_config(const JobSettings& settings);
 
-// The backends `--backend` names: "interpreter", and "cuda_graphs" where the build has the
-// CUDA-graph backend (aotpipe::cuda). Throws CLI::ValidationError naming --backend otherwise.
+// The backends `--backend` names: those registered (backend/backend_registry.h), and
+// "cuda_graphs" where the build has the CUDA plugin, which naming it loads (cuda_plugin.h).
+// backend_named throws CLI::ValidationError naming --backend for a backend not registered.
 std::vector<std::string> backend_names();
 Compiler backend_named(const std::string& name);
 

@@ -1,5 +1,6 @@
 // aotpipe: the command-line front end of the library. Subcommands live in cmd_*.cpp.
 #include "aotpipe/commands.h"
+#include "aotpipe/cuda_plugin.h"
 
 #include <CLI/CLI.hpp>
 #include <spdlog/sinks/stdout_color_sinks.h>
@@ -68,6 +69,8 @@ int main(int argc, char** argv) {
   for (auto& command : commands) {
     if (!command.app->parsed()) continue;
     try {
+      // Before any ATen work: ATen asks once whether CUDA is there.
+      if (aotpipe::cli::cuda_wanted(command.names_cuda && command.names_cuda())) aotpipe::cli::load_cuda();
       exit_now(command.run());
     } catch (const std::exception& e) {
       spdlog::critical("{}: {}", command.app->get_name(), e.what());

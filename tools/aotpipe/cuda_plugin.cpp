@@ -1,0 +1,79 @@
+#include "aotpipe/cuda_plugin.h"
+
+#include <ATen/detail/CUDAHooksInterface.h>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+#include <typeinfo>
+#include <vector>
+
+namespace aotpipe::cli {
+
+namespace {
+
+constexpr const char* kPluginName = "libaotpipe_cuda_plugin.so";
+
+bool has_nvidia_gpu() {
+  std::error_code ec;
+  if (std::filesystem::exists("/dev/nvidiactl", ec)) return true;
+  std::filesystem::directory_iterator gpus("/proc/driver/nvidia/gpus", ec);
+  return !ec && gpus != std::filesystem::directory_iterator();
+}
+
+std::vector<std::filesystem::path> plugin_candidates() {
+  if (const char* explicit_path = std::getenv("AOTPIPE_CUDA_PLUGIN"); explicit_path && *explicit_path)
+    return {explicit_path};
+  std::error_code ec;
+  const std::filesystem::path exe_dir = std::filesystem::read_symlink("/proc/self/exe", ec).parent_path();
+  if (ec) return {kPluginName};  // the loader's own search path
+  return {exe_dir / kPluginName, exe_dir / AOTPIPE_CUDA_PLUGIN_INSTALLED};
+}
+
+}  // namespace
+
+bool cuda_wanted(bool command_names_cuda) {
+  if (const char* setting = std::getenv("AOTPIPE_LOAD_CUDA"); setting && *setting)
+    return std::string_view(setting) != "0";
+  return command_names_cuda || has_nvidia_gpu();
+}
+
+bool names_cuda(std::string_view device, std::string_view backend) {
+  return device.starts_with("cuda") || backend == "cuda_graphs";
+}
+
+bool cuda_loaded() { return at::CUDAHooksRegistry()->Has("CUDAHooks"); }
+
+void load_cuda() {
+  if (cuda_loaded()) return;
+  std::string tried;
+  for (const std::filesystem::path& candidate : plugin_candidates()) {
+    // RTLD_GLOBAL: libtorch_cuda's symbols serve what loads after it (cuDNN, cuBLAS).
+    if (dlopen(candidate.c_str(), RTLD_NOW | RTLD_GLOBAL)) {
+      spdlog::debug("CUDA loaded from {}", candidate.string());
+      // ATen keeps the answer of its first question about CUDA: asked before this load, it
+      // answers "no CUDA" for the whole process. A bug of the CLI, not of the input.
+      if (typeid(at::detail::getCUDAHooks()) == typeid(at::CUDAHooksInterface))
+        throw std::logic_error(
+            "CUDA was loaded after ATen had asked for it: load_cuda() must run before any ATen work");
+      return;
+    }
+    tried += fmt::format("\n  {}: {}", candidate.string(), dlerror());
+  }
+  throw std::runtime_error(fmt::format("cannot load CUDA (the CUDA-graph backend and libtorch_cuda):{}", tried));
+}
+
+void require_cuda_for(c10::Device device, std::string_view what) {
+  if (!device.is_cuda() || cuda_loaded()) return;
+  throw std::runtime_error(
+      fmt::format("{} is on {}, and this process did not load CUDA: pass --device {} (or set AOTPIPE_LOAD_CUDA=1)",
+                  what, device.str(), device.str()));
+}
+
+}  // namespace aotpipe::cli
