@@ -59,6 +59,8 @@ def main():
     args = parser.parse_args()
     if args.weights:
         weights_table(args.aotpipe, [int(x) for x in args.weights.split(",")], args.repeat)
+    if not args.jobs:  # --jobs "": the weights table alone
+        return
     with tempfile.TemporaryDirectory(prefix="aotpipe-scaling-") as tmp:
         tmp = pathlib.Path(tmp)
         corpus = tmp / "corpus"
