@@ -11,6 +11,8 @@
 
 #include <fmt/format.h>
 
+#include <stdexcept>
+
 namespace aotpipe::package_versions {
 
 std::string aotpipe() {
@@ -39,6 +41,10 @@ std::optional<std::string> cuda_arch(c10::Device device) {
     if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, index) == cudaSuccess &&
         cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, index) == cudaSuccess)
       return fmt::format("sm_{}{}", major, minor);
+    // Not left for the next kernel launch's error check to report against an unrelated kernel.
+    const cudaError_t error = cudaGetLastError();
+    throw std::runtime_error(
+        fmt::format("cannot read the compute capability of {}: {}", device.str(), cudaGetErrorString(error)));
   }
 #endif
   (void)device;

@@ -15,6 +15,7 @@ int artifact_schema();        // runtime/artifact_serialization.h's artifact_sch
 // Whether this process can run on `device` (a CUDA device it has; the CPU always).
 bool has_device(c10::Device device);
 // "sm_90" for a CUDA device this process has; nullopt for the CPU, or a build without CUDA.
+// Throws std::runtime_error where the CUDA runtime cannot tell (the error is cleared).
 std::optional<std::string> cuda_arch(c10::Device device);
 
 }  // namespace aotpipe::package_versions

@@ -397,12 +397,14 @@ case $mode in
     if [ ! -f "$(dirname "$exe")/libaotpipe_cuda_plugin.so" ]; then
       echo "SKIP: this build has no CUDA plugin (no libtorch_cuda found)"; exit 77
     fi
-    loads_cuda() {  # COMMAND...: the dynamic loader maps libtorch_cuda while the command runs
-      LD_DEBUG=files LD_DEBUG_OUTPUT="$tmp/ld" "$exe" "$@" >/dev/null 2>&1
+    loads_cuda() {  # COMMAND...: the command succeeds, and the loader maps libtorch_cuda while it runs
+      LD_DEBUG=files LD_DEBUG_OUTPUT="$tmp/ld" "$exe" "$@" >"$tmp/ld-out" 2>&1
+      local rc=$?
       grep -qE 'file=[^ ]*libtorch_cuda\.so' "$tmp"/ld.*
       local mapped=$?
       rm -f "$tmp"/ld.*
-      return $mapped
+      [ $rc -eq 0 ] || { echo "exit status $rc:"; tail -5 "$tmp/ld-out"; }
+      [ $rc -eq 0 ] && [ $mapped -eq 0 ]
     }
     does_not_load_cuda() { ! loads_cuda "$@"; }
     mlp=$src/examples/mlp_layer.aotg
@@ -418,13 +420,28 @@ case $mode in
       does_not_load_cuda compile "$mlp" --no-cache --no-svg
     check "--device cuda:0 loads CUDA" loads_cuda compile "$mlp" --no-cache --no-svg --device cuda:0
     check "--backend cuda_graphs loads CUDA" loads_cuda compile "$mlp" --no-cache --no-svg --backend cuda_graphs
+    # The plugin registered the backend in the executable: its graphs compile, on CPU inputs to the interpreter.
+    run compile "$mlp" --no-cache --no-svg --backend cuda_graphs
+    check "--backend cuda_graphs compiles through the plugin's backend" \
+      bash -c "test $(rc) -eq 0 && grep -qF \"mlp_layer: cuda_graphs: graph 'forward' runs in the interpreter\" '$tmp/out'"
+    # A package for the CUDA-graph backend: package info and run load CUDA to find it.
+    run compile "$src/examples/pt2/tied_lm_head.pt2" --package "$tmp/cg.aotpkg" --backend cuda_graphs
+    check "a package for cuda_graphs is written" test "$(rc)" -eq 0
+    check "package info of a cuda_graphs package loads CUDA and checks it" loads_cuda package info "$tmp/cg.aotpkg"
+    check "run of a cuda_graphs package loads CUDA and runs it" loads_cuda run "$tmp/cg.aotpkg"
     check "cache explain --device cuda:0 loads CUDA" loads_cuda cache explain "$mlp" --device cuda:0
     # A graph file already on cuda:0, compiled with no --device: it needs CUDA's answers.
     run compile "$mlp" --device cuda:0 --no-svg --no-cache --out "$tmp/cuda.d"
     check "a graph compiled for cuda:0 is written" grep -q device=cuda:0 "$tmp/cuda.d/mlp_layer/forward.aotg"
-    AOTPIPE_LOAD_CUDA=0 run compile "$tmp/cuda.d/mlp_layer/forward.aotg" --no-svg --no-cache
-    check "without CUDA, a graph on cuda:0 fails naming it and the remedy" \
-      compile_failed forward.aotg unsupported "graph 'forward' is on cuda:0, and this process did not load CUDA: pass --device cuda:0"
+    if [ -e /dev/nvidiactl ] || [ -n "$(ls /proc/driver/nvidia/gpus 2>/dev/null)" ]; then
+      AOTPIPE_LOAD_CUDA=0 run compile "$tmp/cuda.d/mlp_layer/forward.aotg" --no-svg --no-cache
+      check "AOTPIPE_LOAD_CUDA=0: a graph on cuda:0 fails naming the setting" \
+        compile_failed forward.aotg unsupported "graph 'forward' is on cuda:0, and AOTPIPE_LOAD_CUDA=0 keeps CUDA out"
+    else
+      run compile "$tmp/cuda.d/mlp_layer/forward.aotg" --no-svg --no-cache
+      check "without CUDA, a graph on cuda:0 fails naming it and the remedy" \
+        compile_failed forward.aotg unsupported "graph 'forward' is on cuda:0, and this process did not load CUDA: pass --device cuda:0"
+    fi
     AOTPIPE_LOAD_CUDA=1 run compile "$tmp/cuda.d/mlp_layer/forward.aotg" --no-svg --no-cache
     check "AOTPIPE_LOAD_CUDA=1: the graph on cuda:0 compiles" compile_summary_is 1 1 0
     AOTPIPE_CUDA_PLUGIN=$tmp/missing.so run compile "$mlp" --no-svg --no-cache --device cuda:0

@@ -115,9 +115,11 @@ TEST(CudaGraphSafety, ACompileReportsARefusalAsABackendNote) {
   EXPECT_THAT(on_gpu.state()->compiled.notes, ::testing::IsEmpty());
 }
 
-// Linking aotpipe::cuda registers the backend by name (its target forces the registration into
-// the link): what load_package and the CLI find for a manifest's or --backend's "cuda_graphs".
-TEST(CudaGraphSafety, LinkingTheBackendRegistersItByName) {
+// The backend is registered by name: what load_package and the CLI find for a manifest's or
+// --backend's "cuda_graphs", with the traits and cache identity of backends::cuda_graphs(). (This
+// program calls backends::cuda_graphs() itself; that linking alone registers it is
+// package_test's TheBackendAManifestNamesIsFoundByName.)
+TEST(CudaGraphSafety, TheBackendIsRegisteredByName) {
   const std::vector<std::string> names = registered_backends();
   EXPECT_NE(std::find(names.begin(), names.end(), "cuda_graphs"), names.end());
   const std::optional<Compiler> found = find_backend("cuda_graphs");

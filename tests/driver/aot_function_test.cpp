@@ -308,8 +308,9 @@ TEST(AotFunctionRuntime, BackendsAreFoundByName) {
   EXPECT_EQ(identity_of(*interpreter), identity_of(backends::interpreter()));
   EXPECT_FALSE(find_backend("no_such_backend").has_value());
 
-  int made = 0;
-  register_backend("registry_test", [&made] {
+  static int made = 0;  // static: the registration outlives this test in the process-wide registry
+  made = 0;
+  register_backend("registry_test", [] {
     ++made;
     return with_backend_traits(backends::interpreter(), {.recomputation_pays = false});
   });

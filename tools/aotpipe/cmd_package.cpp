@@ -57,14 +57,16 @@ Command add_package_command(CLI::App& parent) {
       "info", "Print what each package holds (versions, device, backend, state, compiles) and check it");
   info_app->add_option("files", options->files, "Package files (.aotpkg)")->required();
   info_app->add_flag("--no-verify", options->no_verify, "Only read the manifest: skip the checksums and the load");
-  return {app, [options] {
+  return {app,
+          [options] {
             bool ok = true;
             for (std::size_t i = 0; i < options->files.size(); ++i) {
               if (i) fmt::print("\n");
               ok &= info(options->files[i], *options);
             }
             return ok ? 0 : 1;
-          }};
+          },
+          [options] { return packages_name_cuda(options->files); }};
 }
 
 }  // namespace aotpipe::cli

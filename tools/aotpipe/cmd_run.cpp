@@ -152,7 +152,8 @@ Command add_run_command(CLI::App& parent) {
   app->add_flag("--check-meta", options->check_meta,
                 "Check every value the interpreter produces against its declared TensorMeta (sizes, strides, dtype)");
 
-  return {app, [options] {
+  return {app,
+          [options] {
             auto files = collect_graph_files(options->inputs);
             std::size_t file_width = 4;
             for (const GraphFile& file : files) file_width = std::max(file_width, file.path.string().size());
@@ -167,7 +168,8 @@ Command add_run_command(CLI::App& parent) {
             for (const auto& r : results)
               if (r.failure) return 1;
             return 0;
-          }};
+          },
+          [options] { return packages_name_cuda(options->inputs); }};
 }
 
 }  // namespace aotpipe::cli

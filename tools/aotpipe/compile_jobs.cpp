@@ -30,6 +30,10 @@ std::vector<std::string> backend_names() {
 Compiler backend_named(const std::string& name) {
   if (name == "interpreter") return {};
   if (std::optional<Compiler> backend = find_backend(name)) return *std::move(backend);
+  const std::vector<std::string> names = backend_names();
+  if (std::find(names.begin(), names.end(), name) != names.end())
+    throw CLI::ValidationError(
+        "--backend", "'" + name + "' comes with CUDA, which this process did not load (AOTPIPE_LOAD_CUDA=0?)");
   throw CLI::ValidationError("--backend", "'" + name + "' is not a backend of this build (it has: " +
                                               fmt::format("{}", fmt::join(backend_names(), ", ")) + ")");
 }

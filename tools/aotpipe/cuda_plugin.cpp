@@ -8,6 +8,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <system_error>
@@ -18,6 +19,7 @@ namespace aotpipe::cli {
 
 namespace {
 
+#ifdef AOTPIPE_HAVE_CUDA_PLUGIN
 constexpr const char* kPluginName = "libaotpipe_cuda_plugin.so";
 
 bool has_nvidia_gpu() {
@@ -36,22 +38,15 @@ std::vector<std::filesystem::path> plugin_candidates() {
   return {exe_dir / kPluginName, exe_dir / AOTPIPE_CUDA_PLUGIN_INSTALLED};
 }
 
-}  // namespace
-
-bool cuda_wanted(bool command_names_cuda) {
-  if (const char* setting = std::getenv("AOTPIPE_LOAD_CUDA"); setting && *setting)
-    return std::string_view(setting) != "0";
-  return command_names_cuda || has_nvidia_gpu();
+// AOTPIPE_LOAD_CUDA: nullopt where unset or empty.
+std::optional<bool> load_cuda_setting() {
+  const char* setting = std::getenv("AOTPIPE_LOAD_CUDA");
+  if (!setting || !*setting) return std::nullopt;
+  const std::string_view value(setting);
+  return !(value == "0" || value == "false" || value == "off" || value == "no");
 }
-
-bool names_cuda(std::string_view device, std::string_view backend) {
-  return device.starts_with("cuda") || backend == "cuda_graphs";
-}
-
-bool cuda_loaded() { return at::CUDAHooksRegistry()->Has("CUDAHooks"); }
 
 void load_cuda() {
-  if (cuda_loaded()) return;
   std::string tried;
   for (const std::filesystem::path& candidate : plugin_candidates()) {
     // RTLD_GLOBAL: libtorch_cuda's symbols serve what loads after it (cuDNN, cuBLAS).
@@ -68,12 +63,47 @@ void load_cuda() {
   }
   throw std::runtime_error(fmt::format("cannot load CUDA (the CUDA-graph backend and libtorch_cuda):{}", tried));
 }
+#endif
+
+}  // namespace
+
+bool cuda_loaded() { return at::CUDAHooksRegistry()->Has("CUDAHooks"); }
+
+bool names_cuda(std::string_view device, std::string_view backend) {
+  return device.starts_with("cuda") || backend == "cuda_graphs";
+}
+
+void load_cuda_if_wanted(bool command_names_cuda) {
+#ifdef AOTPIPE_HAVE_CUDA_PLUGIN
+  if (cuda_loaded()) return;
+  const std::optional<bool> setting = load_cuda_setting();
+  if (setting.has_value() ? *setting : command_names_cuda) {
+    load_cuda();
+  } else if (!setting.has_value() && has_nvidia_gpu()) {
+    try {
+      load_cuda();
+    } catch (const std::runtime_error& e) {
+      spdlog::warn("this machine has an NVIDIA GPU, but {}; going on without CUDA", e.what());
+    }
+  }
+#else
+  (void)command_names_cuda;
+#endif
+}
 
 void require_cuda_for(c10::Device device, std::string_view what) {
+#ifdef AOTPIPE_HAVE_CUDA_PLUGIN
   if (!device.is_cuda() || cuda_loaded()) return;
+  if (load_cuda_setting() == std::optional<bool>(false))
+    throw std::runtime_error(fmt::format("{} is on {}, and AOTPIPE_LOAD_CUDA={} keeps CUDA out of this process", what,
+                                         device.str(), std::getenv("AOTPIPE_LOAD_CUDA")));
   throw std::runtime_error(
       fmt::format("{} is on {}, and this process did not load CUDA: pass --device {} (or set AOTPIPE_LOAD_CUDA=1)",
                   what, device.str(), device.str()));
+#else
+  (void)device;
+  (void)what;
+#endif
 }
 
 }  // namespace aotpipe::cli

@@ -12,25 +12,25 @@
 
 namespace aotpipe::cli {
 
-// Whether this process loads CUDA before its command runs: AOTPIPE_LOAD_CUDA=1 or 0 where set;
-// otherwise when the command names a CUDA device or backend, or the machine has an NVIDIA GPU
-// (then inputs on cuda run there, as they would with every library linked).
-bool cuda_wanted(bool command_names_cuda);
+// Loads the plugin before the command runs where this build has one and
+// - AOTPIPE_LOAD_CUDA says so (1, or 0/false/off/no for never);
+// - else the command names a CUDA device or backend: a plugin that does not load is then an error
+//   (std::runtime_error naming the files tried and the loader's reason);
+// - else the machine has an NVIDIA GPU (inputs on cuda then run there, as they would with every
+//   library linked): a plugin that does not load is a warning, and the command goes on without.
+// The plugin is $AOTPIPE_CUDA_PLUGIN, else beside the executable, else where it is installed.
+void load_cuda_if_wanted(bool command_names_cuda);
 
 // Whether a command line's --device (cuda, cuda:N) or --backend (cuda_graphs) names CUDA.
 bool names_cuda(std::string_view device, std::string_view backend = {});
 
-// Loads the plugin: $AOTPIPE_CUDA_PLUGIN, else beside the executable, else where it is installed.
-// Throws std::runtime_error naming the files tried and the loader's reason.
-void load_cuda();
-
 // Whether libtorch_cuda is in this process (loaded, or linked by a program other than the CLI).
 bool cuda_loaded();
 
-// Throws std::runtime_error when `device` is a CUDA device and CUDA is not loaded, saying for
-// `what` (a graph's name) how to ask for it: a compile for CUDA on fake tensors still needs
-// libtorch_cuda's answers (cuDNN's convolution layout, batch norm's kernel), which a CPU-only
-// process would silently get wrong.
+// Throws std::runtime_error when `device` is a CUDA device and this build's plugin is not loaded,
+// saying for `what` (a graph's name) how to ask for it: a compile for CUDA on fake tensors still
+// needs libtorch_cuda's answers (cuDNN's convolution layout, batch norm's kernel), which a
+// CPU-only process would silently get wrong. A build without the plugin links what it has.
 void require_cuda_for(c10::Device device, std::string_view what);
 
 }  // namespace aotpipe::cli

@@ -70,7 +70,7 @@ int main(int argc, char** argv) {
     if (!command.app->parsed()) continue;
     try {
       // Before any ATen work: ATen asks once whether CUDA is there.
-      if (aotpipe::cli::cuda_wanted(command.names_cuda && command.names_cuda())) aotpipe::cli::load_cuda();
+      aotpipe::cli::load_cuda_if_wanted(command.names_cuda && command.names_cuda());
       exit_now(command.run());
     } catch (const std::exception& e) {
       spdlog::critical("{}: {}", command.app->get_name(), e.what());

@@ -119,4 +119,17 @@ PackageRun run_package(const std::filesystem::path& path, uint64_t seed) {
   return run;
 }
 
+bool packages_name_cuda(const std::vector<std::string>& inputs) {
+  for (const std::string& input : inputs) {
+    if (!input.ends_with(kPackageExtension)) continue;
+    try {
+      const PackageFile file = open_package_file(input);
+      if (file.manifest().device.is_cuda() || file.manifest().backend == "cuda_graphs") return true;
+    } catch (const std::exception&) {
+      continue;  // the command says what is wrong with it
+    }
+  }
+  return false;
+}
+
 }  // namespace aotpipe::cli

@@ -42,4 +42,9 @@ struct PackageRun {
 };
 PackageRun run_package(const std::filesystem::path& path, uint64_t seed);
 
+// Whether one of `inputs` is a package (.aotpkg) for a CUDA device or the CUDA-graph backend:
+// `run` and `package info` then load CUDA before they start (cuda_plugin.h). Reads manifests
+// only; a file that cannot be read is left to the command to report.
+bool packages_name_cuda(const std::vector<std::string>& inputs);
+
 }  // namespace aotpipe::cli
