@@ -33,9 +33,9 @@ namespace {
   std::_Exit(rc);
 #endif
 }
-}  // namespace
-
-int main(int argc, char** argv) {
+// The command line parsed and its command run; what a command throws is reported here, with the
+// command's name.
+int run_command_line(int argc, char** argv) {
   CLI::App app{"aotpipe: ahead-of-time compilation of PyTorch ATen graphs", "aotpipe"};
   app.set_version_flag("--version", AOTPIPE_VERSION);
   app.require_subcommand(1);
@@ -78,4 +78,16 @@ int main(int argc, char** argv) {
     }
   }
   return 2;  // unreachable: a subcommand is required
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // What escapes: setting up the options or the logger failed (out of memory, a closed stderr).
+  try {
+    return run_command_line(argc, argv);
+  } catch (const std::exception& e) { std::fprintf(stderr, "aotpipe: %s\n", e.what()); } catch (...) {
+    std::fprintf(stderr, "aotpipe: an unknown error\n");
+  }
+  return 2;
 }
