@@ -60,6 +60,14 @@ endforeach()
 list(LENGTH installed_headers installed_count)
 message(STATUS "package test: ${installed_count} headers installed, all includes resolved")
 
+# The installed CLI finds its CUDA plugin where it was installed (lib/aotpipe/, docs/cli.md) and
+# compiles for cuda:0 through it.
+file(GLOB installed_plugin ${prefix}/lib*/aotpipe/libaotpipe_cuda_plugin.so)
+if(EXISTS ${prefix}/bin/aotpipe AND installed_plugin)
+  step(installed-cli-loads-its-plugin ${CMAKE_COMMAND} -E env --unset=AOTPIPE_CUDA_PLUGIN --unset=AOTPIPE_LOAD_CUDA
+       ${prefix}/bin/aotpipe compile ${SOURCE_DIR}/../../../examples/mlp_layer.aotg --device cuda:0 --no-cache --no-svg)
+endif()
+
 # Nothing of the build or source tree may leak into the consumer: only the prefix is given
 # (plus where torch lives, which the installed config would otherwise default to anyway).
 function(consumer_configure_args source build out)
