@@ -18,6 +18,11 @@ if(TARGET aotpipe::torch)
   return()
 endif()
 
+# True for a program that links libtorch's CUDA part, false for one with the target property
+# AOTPIPE_LOADS_CUDA_ON_DEMAND (the aotpipe CLI, which loads it as a plugin): a generator
+# expression, evaluated on the program being linked.
+set(AOTPIPE_LINKS_CUDA "$<NOT:$<BOOL:$<TARGET_PROPERTY:AOTPIPE_LOADS_CUDA_ON_DEMAND>>>")
+
 if(NOT AOTPIPE_TORCH_DIR AND DEFINED ENV{AOTPIPE_TORCH_DIR})
   set(AOTPIPE_TORCH_DIR $ENV{AOTPIPE_TORCH_DIR})
 endif()
@@ -90,7 +95,7 @@ if(AotpipeTorch_FOUND)
     # A program with the property AOTPIPE_LOADS_CUDA_ON_DEMAND (the aotpipe CLI) links only
     # libtorch_cpu and libc10, and loads the rest itself when a command names CUDA.
     target_link_libraries(aotpipe::torch INTERFACE ${AotpipeTorch_torch_cpu_LIBRARY} ${AotpipeTorch_c10_LIBRARY}
-      "$<$<NOT:$<BOOL:$<TARGET_PROPERTY:AOTPIPE_LOADS_CUDA_ON_DEMAND>>>:-Wl,--no-as-needed;${_aotpipe_torch_libs};-Wl,--as-needed>")
+      "$<${AOTPIPE_LINKS_CUDA}:-Wl,--no-as-needed;${_aotpipe_torch_libs};-Wl,--as-needed>")
   endif()
   target_link_options(aotpipe::torch INTERFACE "-Wl,-rpath,${AOTPIPE_TORCH_DIR}/lib")
 

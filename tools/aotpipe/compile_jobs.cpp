@@ -35,7 +35,7 @@ Compiler backend_named(const std::string& name) {
     throw CLI::ValidationError(
         "--backend", "'" + name + "' comes with CUDA, which this process did not load (AOTPIPE_LOAD_CUDA=0?)");
   throw CLI::ValidationError("--backend", "'" + name + "' is not a backend of this build (it has: " +
-                                              fmt::format("{}", fmt::join(backend_names(), ", ")) + ")");
+                                              fmt::format("{}", fmt::join(names, ", ")) + ")");
 }
 
 std::vector<std::string> partitioner_names() { return {"auto", "min_cut", "default"}; }

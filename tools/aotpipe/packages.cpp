@@ -1,5 +1,6 @@
 #include "aotpipe/packages.h"
 #include "aotpipe/compile_jobs.h"
+#include "aotpipe/cuda_plugin.h"
 
 #include <aotpipe/export/package_writer.h>
 #include <aotpipe/graph/random_tensor.h>
@@ -124,7 +125,7 @@ bool packages_name_cuda(const std::vector<std::string>& inputs) {
     if (!input.ends_with(kPackageExtension)) continue;
     try {
       const PackageFile file = open_package_file(input);
-      if (file.manifest().device.is_cuda() || file.manifest().backend == "cuda_graphs") return true;
+      if (names_cuda(file.manifest().device.str(), file.manifest().backend)) return true;
     } catch (const std::exception&) {
       continue;  // the command says what is wrong with it
     }
