@@ -9,7 +9,9 @@ namespace aotpipe {
 namespace {
 struct Registry {
   std::mutex mutex;
-  std::map<std::string, BackendFactory, std::less<>> factories{{"interpreter", [] { return backends::interpreter(); }}};
+  std::map<std::string, BackendFactory, std::less<>> factories{
+      {"interpreter", [] { return backends::interpreter(); }},
+      {"planned", [] { return backends::planned_interpreter(); }}};
 };
 // Made on first use: backends register from static initializers of other libraries.
 Registry& registry() {

@@ -13,13 +13,21 @@ Compiler named_compiler(std::string identity, Compiler compiler) {
 
 namespace backends {
 
-Compiler interpreter() {
-  // Bump the version when the interpreter's results for a graph could change.
-  return named_compiler(
-      "aotpipe.interpreter/1", [](const Graph& graph, const std::vector<TensorMeta>&) -> CompiledGraph {
-        auto program = std::make_shared<const Interpreter>(graph, InterpreterOptions{.reinplace = true});
-        return [program](TensorList args) { return program->run(std::move(args)); };
-      });
+namespace {
+Compiler interpreter_with(std::string identity, InterpreterOptions options) {
+  return named_compiler(std::move(identity),
+                        [options](const Graph& graph, const std::vector<TensorMeta>&) -> CompiledGraph {
+                          auto program = std::make_shared<const Interpreter>(graph, options);
+                          return [program](TensorList args) { return program->run(std::move(args)); };
+                        });
+}
+}  // namespace
+
+// Bump a version when that backend's results for a graph could change.
+Compiler interpreter() { return interpreter_with("aotpipe.interpreter/1", {.reinplace = true}); }
+
+Compiler planned_interpreter() {
+  return interpreter_with("aotpipe.planned/1", {.reinplace = true, .plan_memory = true});
 }
 
 }  // namespace backends

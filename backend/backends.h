@@ -17,5 +17,10 @@ namespace backends {
 // ops re-inplaced into intermediates nothing else holds).
 Compiler interpreter();
 
+// The interpreter on the graph's memory plan (InterpreterOptions::plan_memory, docs/memory.md):
+// the calls that have an out= kernel write their results into one arena per run, at offsets
+// planned ahead, instead of allocating each; the rest as interpreter(). Registered as "planned".
+Compiler planned_interpreter();
+
 }  // namespace backends
 }  // namespace aotpipe

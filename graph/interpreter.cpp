@@ -1,13 +1,17 @@
 #include <aotpipe/graph/autocast_region.h>
 #include <aotpipe/graph/interpreter.h>
 #include <aotpipe/graph/memory_plan.h>
+#include <aotpipe/graph/run_arena.h>
 #include <aotpipe/graph/kernel_arguments.h>
 #include <aotpipe/graph/op_properties.h>
 
 #include <ATen/core/Tensor.h>
+#include <ATen/core/grad_mode.h>
 #include <ATen/core/stack.h>
 #include <fmt/format.h>
 
+#include <atomic>
+#include <memory>
 #include <unordered_map>
 
 namespace aotpipe {
@@ -39,7 +43,25 @@ struct Instruction {
   std::optional<c10::OperatorHandle> inplace;
   std::optional<TensorMeta> inplace_layout;
   std::size_t inplace_arg = 0;  // the argument written: self, or `other` of a commutative op
+  // InterpreterOptions::plan_memory: the out= overload, and where in the arena its result goes.
+  std::optional<c10::OperatorHandle> out_op;
+  struct PlacedResult {
+    TensorMeta meta;
+    int64_t element_offset = 0;  // in elements of meta.dtype
+  };
+  std::optional<PlacedResult> out_result;
 };
+
+// The process-wide counts of InterpreterCounters.
+struct Counters {
+  std::atomic<std::uint64_t> planned_runs{0};
+  std::atomic<std::uint64_t> unplanned_runs{0};
+  std::atomic<std::uint64_t> out_calls_refused{0};
+};
+Counters& counters() {
+  static Counters c;
+  return c;
+}
 }  // namespace
 
 struct Interpreter::Program {
@@ -50,6 +72,14 @@ struct Interpreter::Program {
   std::vector<Instruction> instructions;
   std::vector<SlotRead> outputs;
   std::size_t num_reinplaceable = 0;
+  // InterpreterOptions::plan_memory (arena_bytes 0: no call writes into an arena).
+  std::size_t arena_bytes = 0;
+  c10::Device arena_device{c10::kCPU};
+  std::size_t num_planned_calls = 0;
+  std::vector<std::optional<TensorMeta>> input_metas;  // what a planned run's inputs must match
+  // Per instruction: its out kernel refused once (an op whose out= form takes fewer cases than its
+  // functional one); it runs the functional op from then on.
+  std::unique_ptr<std::atomic<bool>[]> out_refused;
 };
 
 namespace {
@@ -85,6 +115,69 @@ bool may_write_in_place(const Instruction& instr, const c10::IValue& self) {
          t.strides() == c10::IntArrayRef(want.strides) && t.storage_offset() == want.storage_offset;
 }
 
+bool same_layout(const at::Tensor& t, const TensorMeta& meta) {
+  return t.scalar_type() == meta.dtype && t.sizes() == c10::IntArrayRef(meta.sizes) &&
+         t.strides() == c10::IntArrayRef(meta.strides);
+}
+
+// The device whose arena a graph's planned calls write into: the first call result's, when it is
+// the CPU or a GPU (the fresh results of calls elsewhere are left to their kernels).
+std::optional<c10::Device> arena_device_of(const Graph& graph) {
+  for (const Node* node : graph.nodes()) {
+    if (!node->is_call()) continue;
+    for (const Value* out : node->outputs())
+      if (out->meta()) {
+        const c10::Device d = out->meta()->device;
+        if (d.is_cpu() || d.is_cuda()) return d;
+        return std::nullopt;
+      }
+  }
+  return std::nullopt;
+}
+
+// Whether `op` sees where a tensor starts in its storage: it takes a storage offset (as_strided,
+// as_strided_scatter, set_) or returns one.
+bool reads_storage_offset(const c10::OperatorHandle& op) {
+  if (op.operator_name().name == "aten::sym_storage_offset") return true;
+  for (const c10::Argument& a : op.schema().arguments())
+    if (a.name() == "storage_offset") return true;
+  return false;
+}
+
+// The calls that may write into the arena, with their out= overloads: outside autocast (an
+// out= op is not cast as its functional twin is), every result a dense tensor of known layout on
+// the arena's device.
+std::unordered_map<const Node*, c10::OperatorHandle> out_calls_of(const Graph& graph, c10::Device device) {
+  std::unordered_map<const Node*, c10::OperatorHandle> calls;
+  for (const Node* node : graph.nodes()) {
+    if (!node->is_call() || AutocastRegion::of(*node)) continue;
+    bool fits = true;
+    for (const Value* out : node->outputs())
+      fits = fits && out->meta() && out->meta()->device == device && !c10::isQIntType(out->meta()->dtype);
+    if (!fits) continue;
+    const c10::DispatchKey backend = c10::computeDispatchKey(node->output()->meta()->dtype, c10::kStrided, device);
+    if (auto out = out_variant(node->op(), backend)) calls.emplace(node, *out);
+  }
+  // A tensor in the arena starts at an offset in it: memory that an op reads by its storage offset
+  // (as_strided's, sym_storage_offset) stays the kernel's.
+  for (const Node* node : graph.nodes()) {
+    if (!node->is_call() || !reads_storage_offset(node->op())) continue;
+    node->for_each_input([&](const Value* v) {
+      if (const Value* owner = allocation_of(*v)) calls.erase(owner->producer());
+    });
+  }
+  return calls;
+}
+
+// Makes `instr` write its result through `out_op` into the arena, where the plan placed it.
+void attach_out_call(Instruction& instr, const Node& node, const c10::OperatorHandle& out_op,
+                     const PlannedTensor& placed) {
+  const TensorMeta& meta = *node.output()->meta();
+  const auto element = static_cast<std::size_t>(c10::elementSize(meta.dtype));
+  instr.out_op = out_op;
+  instr.out_result = {meta, static_cast<int64_t>(placed.offset / element) + meta.storage_offset};
+}
+
 }  // namespace
 
 Interpreter::Interpreter(const Graph& graph, InterpreterOptions options) {
@@ -116,6 +209,19 @@ Interpreter::Interpreter(const Graph& graph, InterpreterOptions options) {
 
   for (Value* in : graph.inputs()) program->input_slots.push_back(is_read(in) ? assign(in) : kNoSlot);
 
+  std::unordered_map<const Node*, c10::OperatorHandle> out_calls;
+  std::vector<const PlannedTensor*> planned_of(num_ids, nullptr);
+  MemoryPlan plan;
+  const std::optional<c10::Device> arena_device = options.plan_memory ? arena_device_of(graph) : std::nullopt;
+  if (arena_device) {
+    out_calls = out_calls_of(graph, *arena_device);
+    plan = plan_memory(graph, [&](const Node& node) { return out_calls.count(&node) > 0; });
+    for (const PlannedTensor& t : plan.tensors) planned_of[id_of(t.value)] = &t;
+    program->arena_device = *arena_device;
+    for (const Value* in : graph.inputs())
+      program->input_metas.push_back(in->meta() ? std::optional(*in->meta()) : std::nullopt);
+  }
+
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     const Node& node = *nodes[i];
     if (!node.is_call()) {
@@ -126,7 +232,7 @@ Interpreter::Interpreter(const Graph& graph, InterpreterOptions options) {
       program->constants.emplace_back(assign(node.output()), it->second);
       continue;
     }
-    Instruction instr{node.op(), {}, {}, false, node.label(), {}, AutocastRegion::of(node), {}, {}, 0};
+    Instruction instr{node.op(), {}, {}, false, node.label(), {}, AutocastRegion::of(node), {}, {}, 0, {}, {}};
     std::size_t k = 0;
     auto read = [&](const Value* v) {
       const std::size_t id = id_of(v);
@@ -154,6 +260,10 @@ Interpreter::Interpreter(const Graph& graph, InterpreterOptions options) {
     }
     if (options.reinplace) plan_reinplace(instr, node);
     if (instr.inplace) ++program->num_reinplaceable;
+    if (auto it = out_calls.find(&node); it != out_calls.end() && planned_of[id_of(node.output())]) {
+      attach_out_call(instr, node, it->second, *planned_of[id_of(node.output())]);
+      ++program->num_planned_calls;
+    }
     const auto& returns = node.schema().returns();
     instr.list_return = returns.size() == 1 && returns[0].type()->kind() == c10::TypeKind::ListType;
     for (Value* out : node.outputs()) {
@@ -170,6 +280,10 @@ Interpreter::Interpreter(const Graph& graph, InterpreterOptions options) {
           fmt::format("interpreter: graph '{}': output {} (%{}) is not defined", graph.name(), k, v->name()));
     program->outputs.push_back({slot_of[id], last_read[id] == Position{nodes.size(), k}});
   }
+  if (program->num_planned_calls > 0) {
+    program->arena_bytes = plan.arena_bytes;
+    program->out_refused = std::make_unique<std::atomic<bool>[]>(program->instructions.size());
+  }
   program_ = std::move(program);
 }
 
@@ -179,19 +293,30 @@ Interpreter& Interpreter::operator=(Interpreter&&) noexcept = default;
 
 std::size_t Interpreter::num_slots() const { return program_->num_slots; }
 std::size_t Interpreter::num_reinplaceable() const { return program_->num_reinplaceable; }
+std::size_t Interpreter::num_planned_calls() const { return program_->num_planned_calls; }
+std::size_t Interpreter::arena_bytes() const { return program_->arena_bytes; }
+
+InterpreterCounters interpreter_counters() {
+  const Counters& c = counters();
+  return {c.planned_runs.load(), c.unplanned_runs.load(), c.out_calls_refused.load()};
+}
 
 namespace {
 c10::IValue take(std::vector<c10::IValue>& slots, const SlotRead& r) {
   return r.move ? std::move(slots[static_cast<std::size_t>(r.slot)]) : slots[static_cast<std::size_t>(r.slot)];
 }
 
-// Sizes, strides and dtype (not requires_grad or device: the graph may run elsewhere).
-void check_meta(const Instruction& instr, std::size_t k, const c10::IValue& produced, const std::string& graph_name) {
+// Sizes, strides and dtype (not requires_grad or device: the graph may run elsewhere), and the
+// storage offset, except in the arena, where every tensor starts where the plan put it.
+void check_meta(const Instruction& instr, std::size_t k, const c10::IValue& produced, const c10::Storage& arena,
+                const std::string& graph_name) {
   if (instr.declared.empty() || !instr.declared[k] || !produced.isTensor()) return;
   const TensorMeta& want = *instr.declared[k];
   TensorMeta got = TensorMeta::of(produced.toTensor());
   got.requires_grad = want.requires_grad;
   got.device = want.device;
+  if (arena && produced.toTensor().has_storage() && produced.toTensor().storage().is_alias_of(arena))
+    got.storage_offset = want.storage_offset;
   if (got.sizes != want.sizes || got.strides != want.strides || got.dtype != want.dtype ||
       got.storage_offset != want.storage_offset) {
     std::string label = instr.label;
@@ -199,6 +324,44 @@ void check_meta(const Instruction& instr, std::size_t k, const c10::IValue& prod
     throw GraphError(fmt::format("interpreter: graph '{}': {} produced {}, declared {}", graph_name, label,
                                  to_string(got), to_string(want)));
   }
+}
+
+// Whether a run may use the memory plan: every input has the layout the plan was made for, on its
+// device, and no out= kernel would be asked to record autograd history (they refuse arguments
+// that require grad while grad mode is on).
+bool inputs_fit_plan(const std::vector<std::optional<TensorMeta>>& metas, const std::vector<c10::IValue>& inputs) {
+  const bool grad_mode = at::GradMode::is_enabled();
+  for (std::size_t k = 0; k < metas.size() && k < inputs.size(); ++k) {
+    if (!metas[k]) continue;
+    if (!inputs[k].isTensor()) return false;
+    const at::Tensor& t = inputs[k].toTensor();
+    if (!t.defined() || t.device() != metas[k]->device || !same_layout(t, *metas[k]) ||
+        (grad_mode && t.requires_grad()))
+      return false;
+  }
+  return true;
+}
+
+// Runs `instr`'s out= kernel on the arguments in `stack`, writing its result where the plan put
+// it. False, with the stack as it was, where the kernel refuses the arguments.
+bool run_out_call(const Instruction& instr, const c10::Storage& arena, torch::jit::Stack& stack,
+                  const std::string& graph_name) {
+  torch::jit::Stack arguments = stack;
+  stack.push_back(arena_tensor(arena, instr.out_result->meta, instr.out_result->element_offset));
+  try {
+    instr.out_op->callBoxed(stack);
+  } catch (const std::exception&) {
+    stack = std::move(arguments);
+    return false;
+  }
+  // A kernel that resized its result (metadata that did not match the kernel) may have written
+  // over another planned tensor: fail loudly rather than return what it computed.
+  const at::Tensor& t = stack.at(0).toTensor();
+  if (!same_layout(t, instr.out_result->meta) || !t.storage().is_alias_of(arena))
+    throw GraphError(fmt::format("interpreter: graph '{}': {} (out= kernel {}) resized its planned result {} to {}",
+                                 graph_name, instr.label, c10::toString(instr.out_op->operator_name()),
+                                 to_string(instr.out_result->meta), to_string(TensorMeta::of(t))));
+  return true;
 }
 
 c10::IValue build_list(std::vector<c10::IValue>& slots, const ArgSource& src) {
@@ -225,6 +388,12 @@ std::vector<c10::IValue> Interpreter::run_boxed(std::vector<c10::IValue> inputs)
   if (inputs.size() != p.input_slots.size())
     throw GraphError(fmt::format("interpreter: graph '{}' takes {} inputs, got {}", p.graph_name, p.input_slots.size(),
                                  inputs.size()));
+  const bool use_arena = p.arena_bytes > 0 && inputs_fit_plan(p.input_metas, inputs);
+  if (p.arena_bytes > 0) (use_arena ? counters().planned_runs : counters().unplanned_runs).fetch_add(1);
+  std::optional<ArenaLease> lease;
+  if (use_arena) lease.emplace(p.arena_bytes, p.arena_device);
+  const c10::Storage no_arena;
+  const c10::Storage& arena = lease ? lease->storage() : no_arena;
   std::vector<c10::IValue> slots(p.num_slots);
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     if (p.input_slots[i] != kNoSlot) slots[static_cast<std::size_t>(p.input_slots[i])] = std::move(inputs[i]);
@@ -233,7 +402,8 @@ std::vector<c10::IValue> Interpreter::run_boxed(std::vector<c10::IValue> inputs)
   for (const auto& [slot, tensor] : p.constants) slots[static_cast<std::size_t>(slot)] = tensor;
 
   torch::jit::Stack stack;
-  for (const Instruction& instr : p.instructions) {
+  for (std::size_t i = 0; i < p.instructions.size(); ++i) {
+    const Instruction& instr = p.instructions[i];
     stack.clear();
     stack.reserve(instr.args.size());
     for (const ArgSource& src : instr.args) {
@@ -244,12 +414,22 @@ std::vector<c10::IValue> Interpreter::run_boxed(std::vector<c10::IValue> inputs)
       }
     }
     try {
-      std::optional<AutocastGuard> autocast;
-      if (instr.autocast) autocast.emplace(*instr.autocast);
-      const bool in_place = instr.inplace && may_write_in_place(instr, stack[instr.inplace_arg]);
-      if (in_place && instr.inplace_arg != 0) std::swap(stack[0], stack[instr.inplace_arg]);
-      (in_place ? *instr.inplace : instr.op).callBoxed(stack);
-    } catch (const std::exception& e) {
+      bool done = false;
+      if (use_arena && instr.out_op && !p.out_refused[i].load(std::memory_order_relaxed)) {
+        done = run_out_call(instr, arena, stack, p.graph_name);
+        if (!done) {
+          p.out_refused[i].store(true, std::memory_order_relaxed);
+          counters().out_calls_refused.fetch_add(1);
+        }
+      }
+      if (!done) {
+        std::optional<AutocastGuard> autocast;
+        if (instr.autocast) autocast.emplace(*instr.autocast);
+        const bool in_place = instr.inplace && may_write_in_place(instr, stack[instr.inplace_arg]);
+        if (in_place && instr.inplace_arg != 0) std::swap(stack[0], stack[instr.inplace_arg]);
+        (in_place ? *instr.inplace : instr.op).callBoxed(stack);
+      }
+    } catch (const GraphError&) { throw; } catch (const std::exception& e) {
       throw GraphError(fmt::format("interpreter: graph '{}': {} failed: {}", p.graph_name, instr.label, e.what()));
     }
     if (instr.list_return) {
@@ -258,12 +438,12 @@ std::vector<c10::IValue> Interpreter::run_boxed(std::vector<c10::IValue> inputs)
         throw GraphError(fmt::format("interpreter: graph '{}': {} returned {} tensors, the graph expects {}",
                                      p.graph_name, instr.label, results.size(), instr.outputs.size()));
       for (std::size_t k = 0; k < results.size(); ++k) {
-        check_meta(instr, k, results[k], p.graph_name);
+        check_meta(instr, k, results[k], arena, p.graph_name);
         if (instr.outputs[k] != kNoSlot) slots[static_cast<std::size_t>(instr.outputs[k])] = std::move(results[k]);
       }
     } else {
       for (std::size_t k = 0; k < instr.outputs.size(); ++k) {
-        check_meta(instr, k, stack[k], p.graph_name);
+        check_meta(instr, k, stack[k], arena, p.graph_name);
         if (instr.outputs[k] != kNoSlot) slots[static_cast<std::size_t>(instr.outputs[k])] = std::move(stack[k]);
       }
     }

@@ -9,6 +9,7 @@
 // called from many threads at once.
 #include <aotpipe/graph/graph.h>
 
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -24,7 +25,28 @@ struct InterpreterOptions {
   // only when nothing else holds the tensor or its storage (a view, a saved tensor, the caller) and
   // it does not require grad, so no one can observe the write. Values are unchanged.
   bool reinplace = false;
+  // Memory planning (Static Runtime's out variants and arena): the calls whose op has an out=
+  // kernel for the graph's device (graph/op_properties.h, out_variant) write their results into
+  // one arena per run, at the offsets of the graph's memory plan (graph/memory_plan.h), instead of
+  // allocating each. What escapes the run (outputs and their bases) is never placed there. A run
+  // whose inputs differ from the graph's TensorMeta (sizes, strides, dtype), or that would record
+  // autograd history (grad mode on, an input requiring grad), runs without the plan; a call whose
+  // out kernel refuses runs its functional op from then on. Values are unchanged.
+  bool plan_memory = false;
 };
+
+// Process-wide counts of InterpreterOptions::plan_memory, for tests and monitoring.
+struct InterpreterCounters {
+  std::uint64_t planned_runs = 0;       // runs of a planned graph that used its arena
+  std::uint64_t unplanned_runs = 0;     // runs of a planned graph whose inputs did not fit the plan
+  std::uint64_t out_calls_refused = 0;  // calls whose out= kernel refused (each then runs its functional op)
+};
+InterpreterCounters interpreter_counters();
+
+// InterpreterOptions::plan_memory keeps the arena a thread's runs finished with, one per device,
+// for the thread's next run (as a caching allocator keeps freed blocks). This frees the calling
+// thread's; a thread's are freed when it exits.
+void release_cached_arenas();
 
 class Interpreter {
  public:
@@ -41,6 +63,9 @@ class Interpreter {
   std::size_t num_slots() const;
   // Calls that InterpreterOptions::reinplace may run in place (each still checks at run time).
   std::size_t num_reinplaceable() const;
+  // InterpreterOptions::plan_memory: the calls writing into the arena, and its bytes (0: no plan).
+  std::size_t num_planned_calls() const;
+  std::size_t arena_bytes() const;
 
  private:
   struct Program;

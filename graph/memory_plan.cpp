@@ -147,7 +147,7 @@ std::vector<std::size_t> reinplace_candidates(const Node& node) {
   return candidates;
 }
 
-MemoryPlan plan_memory(const Graph& graph) {
+MemoryPlan plan_memory(const Graph& graph, const PlaceableCall& placeable) {
   MemoryPlan plan;
   const auto nodes = graph.nodes();
   // Per value id: the value owning its memory (memoized in node order), and the index of the
@@ -159,6 +159,7 @@ MemoryPlan plan_memory(const Graph& graph) {
 
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     const Node& node = *nodes[i];
+    const bool may_place = !placeable || !node.is_call() || placeable(node);
     node.for_each_input([&](const Value* v) {
       const Value* o = owner_of(v);
       if (o && planned[o->id()] != static_cast<std::size_t>(-1))
@@ -179,6 +180,10 @@ MemoryPlan plan_memory(const Graph& graph) {
       }
       if (!out->meta()) {
         ++plan.unsized;
+        continue;
+      }
+      if (!may_place) {
+        ++plan.unplaced;
         continue;
       }
       const std::size_t bytes = storage_bytes(*out->meta());

@@ -10,6 +10,7 @@
 #include <aotpipe/graph/graph.h>
 
 #include <cstddef>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -49,11 +50,17 @@ struct MemoryPlan {
   std::size_t unshared_bytes = 0;      // all of them, each in its own memory (no reuse)
   std::size_t escaping = 0;            // fresh results not planned: outputs (or their bases), list results
   std::size_t unsized = 0;             // fresh results without TensorMeta (an undefined gradient): not planned
+  std::size_t unplaced = 0;            // fresh results of calls the caller keeps out of the plan
 };
 
+// Whether a call's fresh results may be placed in the arena: the backend can make the call write
+// into memory it is given (an out= kernel). Empty: every call.
+using PlaceableCall = std::function<bool(const Node&)>;
+
 // The plan of `graph` for the order of its nodes, sized by the values' TensorMeta (shape
-// propagation fills it).
-MemoryPlan plan_memory(const Graph& graph);
+// propagation fills it). The fresh results of calls `placeable` refuses are not planned; their
+// memory stays the kernel's.
+MemoryPlan plan_memory(const Graph& graph, const PlaceableCall& placeable = {});
 
 // The first two tensors alive at once whose bytes overlap, or a tensor that ends past the arena,
 // described with their names, byte ranges and the node where both are alive; nullopt for a sound

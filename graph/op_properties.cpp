@@ -1,7 +1,10 @@
 #include <aotpipe/graph/op_properties.h>
 
+#include <string>
 #include <string_view>
+#include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 namespace aotpipe {
 
@@ -54,6 +57,64 @@ std::optional<c10::OperatorHandle> pointwise_inplace_variant(const c10::Operator
         (k > 0 && inplace_formals[k].alias_info()))
       return std::nullopt;
   return inplace;
+}
+
+namespace {
+// Every registered overload by base name ("aten::max" -> dim, dim_max, ...), read once: the out
+// overloads follow no single naming rule (add.out, sum.IntList_out, max.dim_max, sort.values).
+const std::vector<c10::OperatorName>& overloads_of(const std::string& name) {
+  static const auto index = [] {
+    std::unordered_map<std::string, std::vector<c10::OperatorName>> by_name;
+    for (const c10::OperatorName& op : c10::Dispatcher::singleton().getAllOpNames()) by_name[op.name].push_back(op);
+    return by_name;
+  }();
+  static const std::vector<c10::OperatorName> none;
+  auto it = index.find(name);
+  return it == index.end() ? none : it->second;
+}
+
+// One fresh tensor: an out= kernel of several results returns a tuple of references into the
+// arguments, which libtorch 2.11's boxed wrapper (make_boxed_from_unboxed_functor) reads after
+// it has popped them, so such a kernel cannot be called boxed.
+bool returns_one_fresh_tensor(const c10::FunctionSchema& schema) {
+  return !schema.is_mutable() && schema.returns().size() == 1 && !schema.returns()[0].alias_info() &&
+         schema.returns()[0].type()->kind() == c10::TypeKind::TensorType;
+}
+
+// `candidate` takes `functional`'s arguments, then one written Tensor per result.
+bool is_out_form_of(const c10::FunctionSchema& candidate, const c10::FunctionSchema& functional) {
+  const auto& formals = functional.arguments();
+  const auto& arguments = candidate.arguments();
+  const std::size_t num_results = functional.returns().size();
+  if (arguments.size() != formals.size() + num_results || candidate.returns().size() != num_results) return false;
+  for (std::size_t k = 0; k < formals.size(); ++k)
+    if (arguments[k].name() != formals[k].name() || *arguments[k].type() != *formals[k].type() ||
+        arguments[k].alias_info())
+      return false;
+  for (std::size_t k = formals.size(); k < arguments.size(); ++k)
+    if (!arguments[k].is_out() || arguments[k].type()->kind() != c10::TypeKind::TensorType) return false;
+  return true;
+}
+}  // namespace
+
+std::optional<c10::OperatorHandle> out_variant(const c10::OperatorHandle& op, c10::DispatchKey backend) {
+  const c10::FunctionSchema& schema = op.schema();
+  if (!returns_one_fresh_tensor(schema) || op.hasTag(at::Tag::nondeterministic_seeded)) return std::nullopt;
+  auto fits = [&](const c10::OperatorName& name) -> std::optional<c10::OperatorHandle> {
+    if (name == op.operator_name()) return std::nullopt;
+    auto candidate = c10::Dispatcher::singleton().findSchema(name);
+    if (candidate && candidate->hasKernelForDispatchKey(backend) && is_out_form_of(candidate->schema(), schema))
+      return candidate;
+    return std::nullopt;
+  };
+  // torchgen's names first (they also find an op registered after the index was read), then any.
+  const c10::OperatorName& functional = op.operator_name();
+  const std::string overload = functional.overload_name;
+  for (const std::string& name : {std::string("out"), overload + "_out"})
+    if (auto out = fits({functional.name, name})) return out;
+  for (const c10::OperatorName& name : overloads_of(functional.name))
+    if (auto out = fits(name)) return out;
+  return std::nullopt;
 }
 
 }  // namespace aotpipe

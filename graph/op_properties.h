@@ -19,4 +19,13 @@ bool has_data_dependent_output(const c10::OperatorHandle& op);
 // same values into self, which a caller may use when nothing else can see self (re-inplacing).
 std::optional<c10::OperatorHandle> pointwise_inplace_variant(const c10::OperatorHandle& op);
 
+// The out= overload of a functional op of one tensor result (`aten::add.out` for
+// `aten::add.Tensor`, `aten::sum.IntList_out` for `aten::sum.dim_IntList`) that has a kernel of its
+// own for `backend` (CPU, CUDA): the same arguments, then a `Tensor(a!) out`, which it writes and
+// returns. A caller gives it memory it planned instead of letting the kernel allocate. nullopt
+// where ATen only generates the overload (a wrapper that runs the functional kernel and copies: no
+// gain), for ops drawing random numbers (an out kernel may draw them differently), and for ops of
+// several results (their out kernels cannot be called boxed in libtorch 2.11: op_properties.cpp).
+std::optional<c10::OperatorHandle> out_variant(const c10::OperatorHandle& op, c10::DispatchKey backend);
+
 }  // namespace aotpipe

@@ -3,7 +3,7 @@
 // process each: GPU memory figures of one configuration only) beside PyTorch eager and prints
 // one table.
 //
-//   cuda_step_bench PT2 --backend interpreter|cuda_graphs|cuda_graphs_lend|cuda_graphs_static
+//   cuda_step_bench PT2 --backend interpreter|planned|cuda_graphs|cuda_graphs_lend|cuda_graphs_static
 //                   [--partitioner auto|min_cut|default] [--samples N] [--batch-ms MS]
 //
 // One JSON line, milliseconds and bytes:
@@ -48,6 +48,8 @@ aotpipe::AotConfig config_for(const std::string& backend, const std::string& par
     config.fw_compiler = aotpipe::backends::cuda_graphs({.lend_saved_outputs = true});
   } else if (backend == "cuda_graphs_static") {
     config.fw_compiler = aotpipe::backends::cuda_graphs({.outputs = aotpipe::CudaGraphOptions::Outputs::static_alias});
+  } else if (backend == "planned") {
+    config.fw_compiler = aotpipe::backends::planned_interpreter();
   } else if (backend != "interpreter") {
     throw std::invalid_argument("unknown backend '" + backend + "'");
   }
@@ -144,7 +146,7 @@ int main(int argc, char** argv) {
     return 0;
   } catch (const std::exception& e) {
     std::cerr << "cuda_step_bench: " << e.what()
-              << "\nusage: cuda_step_bench PT2 --backend interpreter|cuda_graphs|cuda_graphs_static "
+              << "\nusage: cuda_step_bench PT2 --backend interpreter|planned|cuda_graphs|cuda_graphs_static "
                  "[--partitioner auto|min_cut|default] [--samples N] [--batch-ms MS]\n";
     return 2;
   }

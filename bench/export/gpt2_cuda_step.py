@@ -31,7 +31,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-DEFAULT_CONFIGS = "interpreter:auto,interpreter:default,cuda_graphs:auto,cuda_graphs_lend:auto,cuda_graphs:min_cut"
+DEFAULT_CONFIGS = "interpreter:auto,planned:auto,interpreter:default,cuda_graphs:auto,cuda_graphs_lend:auto,cuda_graphs:min_cut"
 
 
 class Block(nn.Module):

@@ -9,14 +9,19 @@
 //   first_step_ms    load + compile + the first training step (forward and backward), from scratch
 //   compiled_step_ms one training step of the compiled program (forward, backward with fixed
 //                    gradients, .grad reset), median of interleaved batches
+//   planned_step_ms  the compiled step with the planned backend (backends::planned_interpreter:
+//                    out= kernels writing into one arena per graph run, docs/memory.md)
 //   interpreted_step_ms  the same step through the exported program run by the interpreter
-//   compiled_eval_ms, interpreted_eval_ms  one eval-mode call (NAME.eval.pt2) under no_grad
-//   compiled_peak_bytes, interpreted_peak_bytes  the most CPU memory the first training step
+//   compiled_eval_ms, planned_eval_ms, interpreted_eval_ms  one eval-mode call (NAME.eval.pt2) under no_grad
+//   compiled_peak_bytes, planned_peak_bytes, interpreted_peak_bytes  the most CPU memory the first
+//                    training step
 //                    after the compile holds at once beyond what was live before it (tensors
 //                    allocated during the step, counted by tools/memory_meter until freed)
 //   ops_forward, ops_backward  nodes of the compiled forward and backward graphs
 //   train_error      why the training step failed, where it did (the other figures are absent)
+#include <aotpipe/backend/backends.h>
 #include <aotpipe/export/compiled_exported_program.h>
+#include <aotpipe/graph/interpreter.h>
 
 #include "cpu_memory_meter.h"
 #include "median_time.h"
@@ -59,6 +64,11 @@ void measure_training(const std::filesystem::path& train, nlohmann::json& row, i
     row["ops_backward"] = state->partition->backward.num_nodes();
   }
   Step compiled_step{[&](const TensorList& in) { return compiled(in); }, &program, inputs};
+  // The planned backend compiles its own load, for its own parameters' .grad.
+  aotpipe::ExportedProgram planned_program = aotpipe::load_exported_program(train);
+  aotpipe::CompiledExportedProgram planned =
+      aotpipe::compile_exported_program(planned_program, {.fw_compiler = aotpipe::backends::planned_interpreter()});
+  Step planned_step{[&](const TensorList& in) { return planned(in); }, &planned_program, inputs};
   // The interpreted program gets its own load: the two steps must not share parameters' .grad.
   aotpipe::ExportedProgram interpreted = aotpipe::load_exported_program(train);
   Step interpreted_step{[&](const TensorList& in) { return interpreted(in); }, &interpreted, inputs};
@@ -70,24 +80,31 @@ void measure_training(const std::filesystem::path& train, nlohmann::json& row, i
     first();
     return first.seeds;
   }();
-  compiled_step.seeds = interpreted_step.seeds = seeds;
+  compiled_step.seeds = planned_step.seeds = interpreted_step.seeds = seeds;
   row["compiled_peak_bytes"] = aotpipe::peak_cpu_bytes(compiled_step);
+  aotpipe::release_cached_arenas();  // the planned step's first arena is its own, not an earlier model's
+  row["planned_peak_bytes"] = aotpipe::peak_cpu_bytes(planned_step);
   row["interpreted_peak_bytes"] = aotpipe::peak_cpu_bytes(interpreted_step);
-  const auto steps = bench::interleaved_median_ms(samples, batch_ms, compiled_step, interpreted_step);
+  const auto steps = bench::interleaved_median_ms(samples, batch_ms, compiled_step, planned_step, interpreted_step);
   row["compiled_step_ms"] = steps[0];
-  row["interpreted_step_ms"] = steps[1];
+  row["planned_step_ms"] = steps[1];
+  row["interpreted_step_ms"] = steps[2];
 }
 
 void measure_inference(const std::filesystem::path& eval_path, nlohmann::json& row, int samples, double batch_ms) {
   aotpipe::ExportedProgram eval = aotpipe::load_exported_program(eval_path);
   aotpipe::CompiledExportedProgram eval_compiled = aotpipe::compile_exported_program(eval);
+  aotpipe::CompiledExportedProgram eval_planned =
+      aotpipe::compile_exported_program(eval, {.fw_compiler = aotpipe::backends::planned_interpreter()});
   const TensorList eval_inputs = sample_inputs(eval);
   torch::NoGradGuard no_grad;
   auto compiled_eval = [&] { eval_compiled(eval_inputs); };
+  auto planned_eval = [&] { eval_planned(eval_inputs); };
   auto interpreted_eval = [&] { eval(eval_inputs); };
-  const auto evals = bench::interleaved_median_ms(samples, batch_ms, compiled_eval, interpreted_eval);
+  const auto evals = bench::interleaved_median_ms(samples, batch_ms, compiled_eval, planned_eval, interpreted_eval);
   row["compiled_eval_ms"] = evals[0];
-  row["interpreted_eval_ms"] = evals[1];
+  row["planned_eval_ms"] = evals[1];
+  row["interpreted_eval_ms"] = evals[2];
 }
 
 // A model whose training step fails (a program PyTorch cannot differentiate either) still gets

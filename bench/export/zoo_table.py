@@ -11,12 +11,15 @@ Columns (milliseconds, medians):
   first step   load + compile + the first training step, from scratch, in one process
   eager        one training step of the nn.Module in PyTorch eager (forward, backward, zero_grad)
   compiled     the same step of the compiled program from C++
+  planned      the compiled step with the planned backend (out= kernels writing into one arena
+               per graph run, docs/memory.md)
   interp.      the same step of the exported program run by aotpipe's interpreter (no compile)
   c/e          compiled / eager (below 1: the compiled step is faster)
   peak e / c   MB: the most CPU memory one training step holds at once beyond what was live before
                it, eager / compiled (tools/memory_meter, the same allocator in both processes);
                the compiled step is its first after the compile, so buffers a backend keeps count
   m c/e        compiled peak / eager peak
+  peak p       MB: the planned backend's step peak, measured as the compiled one's
   eval e / c   one eval-mode call under no_grad: eager / compiled
   result       the zoo test (zoo_test --gtest_filter=Zoo.NAME): ok, FAILED, or skipped (no export)
 
@@ -148,14 +151,14 @@ def main():
 
     print(f"torch {manifest['torch']}, torchvision {manifest['torchvision']}, timm {manifest['timm']}, "
           f"transformers {manifest['transformers']}; {os.cpu_count()} CPUs; medians of {opts.rounds} rounds (ms)\n")
-    print("| model | library | ops | compile | first step | eager | compiled | interp. | c/e | peak e / c | m c/e "
-          "| eval e / c | result |")
-    print("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|")
-    ratios, memory_ratios = [], []
+    print("| model | library | ops | compile | first step | eager | compiled | planned | interp. | c/e | peak e / c | m c/e "
+          "| peak p | eval e / c | result |")
+    print("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|")
+    ratios, memory_ratios, planned_ratios, planned_memory_ratios = [], [], [], []
     for m in entries:
         name = m["name"]
         if m["status"] == "export_failed":
-            print(f"| {name} | {m['library']} | - | - | - | - | - | - | - | - | - | - | not exportable: {m.get('error', '?').splitlines()[0][:120]} |")
+            print(f"| {name} | {m['library']} | - | - | - | - | - | - | - | - | - | - | - | - | not exportable: {m.get('error', '?').splitlines()[0][:120]} |")
             continue
         rows = [c.get(name, {}) for c in compiled]
         col = lambda key: median([row.get(key) for row in rows])  # noqa: E731
@@ -169,19 +172,27 @@ def main():
         memory_ratio = c_peak / e_peak if c_peak is not None and e_peak else None
         if memory_ratio is not None:
             memory_ratios.append(memory_ratio)
+        p_train, p_peak = col("planned_step_ms"), col("planned_peak_bytes")
+        if p_train and c_train:
+            planned_ratios.append(p_train / c_train)
+        if p_peak is not None and c_peak:
+            planned_memory_ratios.append(p_peak / c_peak)
         errors = [row["error"] for row in rows if "error" in row]
         train_errors = [row["train_error"] for row in rows if "train_error" in row]
         result = results.get(name, "?") + (f" (bench: {errors[0][:80]})" if errors else "")
         if train_errors:
             result += f" (training step refused: {train_errors[0].split('failed: ')[-1][:90]})"
         print(f"| {name} | {m['library']} | {m.get('train_ops', '-')} | {fmt(col('compile_ms'))} | "
-              f"{fmt(col('first_step_ms'))} | {fmt(e_train, 2)} | {fmt(c_train, 2)} | "
+              f"{fmt(col('first_step_ms'))} | {fmt(e_train, 2)} | {fmt(c_train, 2)} | {fmt(p_train, 2)} | "
               f"{fmt(col('interpreted_step_ms'), 2)} | {fmt(ratio, 2)} | {megabytes(e_peak)} / {megabytes(c_peak)} | "
-              f"{fmt(memory_ratio, 2)} | {fmt(e_eval, 2)} / "
+              f"{fmt(memory_ratio, 2)} | {megabytes(p_peak)} | {fmt(e_eval, 2)} / "
               f"{fmt(col('compiled_eval_ms'), 2)} | {result} |")
-    for what, values in (("training step time", ratios), ("training step peak memory", memory_ratios)):
+    for what, values in (("compiled / eager training step time", ratios),
+                         ("compiled / eager training step peak memory", memory_ratios),
+                         ("planned / compiled training step time", planned_ratios),
+                         ("planned / compiled training step peak memory", planned_memory_ratios)):
         if values:
-            print(f"\ncompiled / eager {what}: geomean {statistics.geometric_mean(values):.2f}, median "
+            print(f"\n{what}: geomean {statistics.geometric_mean(values):.2f}, median "
                   f"{statistics.median(values):.2f}, min {min(values):.2f}, max {max(values):.2f} over {len(values)} models")
     print("results: " + ", ".join(f"{v} {list(results.values()).count(v)}" for v in sorted(set(results.values()))))
 

@@ -227,6 +227,10 @@ case $mode in
     check "--backend cuda_graphs on CPU inputs compiles and matches eager" test "$(rc)" -eq 0
     check "the backend says why each graph runs in the interpreter" \
       bash -c "grep -qF \"mlp_layer: cuda_graphs: graph 'forward' runs in the interpreter: input 0 (%primals_1) is on cpu\" '$tmp/out' && grep -qF \"graph 'backward' runs in the interpreter\" '$tmp/out'"
+    run compile "$src/examples/mlp_layer.aotg" "$src/examples/transformer_ffn.aotg" "$src/examples/tied_weight_view_output.aotg" \
+      --backend planned --check --no-svg
+    check "--backend planned (out= kernels into a planned arena) compiles and matches eager" test "$(rc)" -eq 0
+    check "transformer_ffn ok with planned" compiled_ok transformer_ffn
     run compile "$src/examples/mlp_layer.aotg" --backend tensorrt
     check "an unknown backend is a usage error naming the known ones" \
       bash -c "test $(rc) -eq 2 && grep -q tensorrt '$tmp/err' && grep -q cuda_graphs '$tmp/err'"

@@ -9,7 +9,6 @@
 #include <torch/library.h>
 
 #include <atomic>
-#include <thread>
 
 #include "test_support.h"
 
@@ -363,19 +362,8 @@ graph par(%x: f32[64, 64]):
   %b: f32[64, 64] = aten::tanh(%a)
   return (%b)
 )");
-  Interpreter interp(g);
-  std::vector<std::thread> threads;
-  std::vector<int> ok(4, 0);
-  for (int t = 0; t < 4; ++t) {
-    threads.emplace_back([&, t] {
-      for (int i = 0; i < 20; ++i) {
-        at::Tensor x = at::randn({64, 64});
-        ok[t] += testing::tensors_close(at::mm(x, x).tanh(), interp.run({x})[0], 1e-4, 1e-5) ? 1 : 0;
-      }
-    });
-  }
-  for (auto& th : threads) th.join();
-  for (int t = 0; t < 4; ++t) EXPECT_EQ(ok[t], 20);
+  testing::expect_concurrent_runs_match(
+      Interpreter(g), [](const at::Tensor& x) { return at::mm(x, x).tanh(); }, 64);
 }
 
 }  // namespace

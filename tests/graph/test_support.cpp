@@ -4,6 +4,11 @@
 
 #include <fmt/format.h>
 
+#include <cstdio>
+#include <cstdlib>
+#include <string_view>
+#include <thread>
+
 namespace aotpipe::testing {
 
 at::Tensor make_tensor(const TensorMeta& meta, at::Generator& gen) { return random_tensor(meta, gen); }
@@ -46,5 +51,38 @@ std::vector<at::Tensor> make_inputs(const Graph& graph, uint64_t seed) {
   }
   return ::testing::AssertionSuccess();
 }
+
+void expect_concurrent_runs_match(const Interpreter& interp, const std::function<at::Tensor(const at::Tensor&)>& eager,
+                                  int64_t n) {
+  std::vector<std::thread> threads;
+  std::vector<int> ok(4, 0);
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 20; ++i) {
+        at::Tensor x = at::randn({n, n});
+        ok[t] += tensors_close(eager(x), interp.run({x})[0], 1e-4, 1e-5) ? 1 : 0;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < 4; ++t) EXPECT_EQ(ok[t], 20) << "thread " << t;
+}
+
+namespace {
+class PlannedRunsCheck : public ::testing::Environment {
+  void TearDown() override {
+    const char* backend = std::getenv("AOTPIPE_TEST_BACKEND");
+    if (!backend || std::string_view(backend) != "planned") return;
+    const InterpreterCounters c = interpreter_counters();
+    std::printf("planned: %llu runs on the arena, %llu without (inputs off the plan), %llu out= calls refused\n",
+                static_cast<unsigned long long>(c.planned_runs), static_cast<unsigned long long>(c.unplanned_runs),
+                static_cast<unsigned long long>(c.out_calls_refused));
+    EXPECT_GT(c.planned_runs, 0u);
+    EXPECT_EQ(c.out_calls_refused, 0u);
+  }
+};
+}  // namespace
+
+::testing::Environment* planned_runs_check() { return new PlannedRunsCheck; }
 
 }  // namespace aotpipe::testing

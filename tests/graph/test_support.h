@@ -1,10 +1,12 @@
 #pragma once
 // Shared helpers of the graph test suites.
 #include <aotpipe/graph/graph.h>
+#include <aotpipe/graph/interpreter.h>
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <vector>
 
 namespace aotpipe::testing {
@@ -27,4 +29,16 @@ namespace aotpipe::testing {
 // multi-output, list-taking and list-returning ops with keyword and default arguments,
 // TensorMeta filled by shape propagation. Used for round-trip and fuzz tests.
 Graph random_graph(uint64_t seed, int num_nodes = 24);
+}  // namespace aotpipe::testing
+
+namespace aotpipe::testing {
+// Runs `interp` (a graph of one [n, n] input and one output) from 4 threads at once, 20 times each
+// on fresh random inputs, and expects every result to be close to `eager` of its input.
+void expect_concurrent_runs_match(const Interpreter& interp, const std::function<at::Tensor(const at::Tensor&)>& eager,
+                                  int64_t n);
+
+// For a test program run with AOTPIPE_TEST_BACKEND=planned: a global environment that, at the
+// end, prints the planned runs' counts and expects at least one run on an arena and no out=
+// kernel refusing a call. Register it with ::testing::AddGlobalTestEnvironment.
+::testing::Environment* planned_runs_check();
 }  // namespace aotpipe::testing

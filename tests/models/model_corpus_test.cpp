@@ -3,6 +3,7 @@
 // BatchNorm running statistics) and gradients (tests/runtime/eager_check.h).
 #include <aotpipe/backend/backends.h>
 #include <aotpipe/driver/aot_function.h>
+#include <aotpipe/graph/interpreter.h>
 #include <aotpipe/graph/memory_plan.h>
 #ifdef AOTPIPE_TEST_HAVE_CUDA_GRAPHS
 #include <aotpipe/cuda/cuda_graphs.h>
@@ -11,6 +12,7 @@
 #include <aotpipe/stages/partition/min_cut_partition.h>
 
 #include "eager_check.h"
+#include "test_support.h"
 #include "metadata_corpus.h"
 #include "models.h"
 
@@ -132,6 +134,7 @@ void PrintTo(Partition p, std::ostream* os) { *os << (p == Partition::kMinCut ? 
 Compiler test_backend() {
   const char* backend = std::getenv("AOTPIPE_TEST_BACKEND");
   if (!backend || std::string_view(backend) == "interpreter") return {};
+  if (std::string_view(backend) == "planned") return backends::planned_interpreter();
 #ifdef AOTPIPE_TEST_HAVE_CUDA_GRAPHS
   if (std::string_view(backend) == "cuda_graphs") return backends::cuda_graphs();
   if (std::string_view(backend) == "cuda_graphs_copy_all")
@@ -156,6 +159,10 @@ class CudaGraphCountsReport : public ::testing::Environment {
 [[maybe_unused]] ::testing::Environment* const cuda_graph_counts_report =
     ::testing::AddGlobalTestEnvironment(new CudaGraphCountsReport);
 #endif
+
+// AOTPIPE_TEST_BACKEND=planned: the runs used their arenas, and no out= kernel refused a call.
+[[maybe_unused]] ::testing::Environment* const planned_runs_check =
+    ::testing::AddGlobalTestEnvironment(testing::planned_runs_check());
 
 // Every graph a compile hands its backend also gets a memory plan (graph/memory_plan.h), which
 // must be sound: no two tensors alive at once share a byte.

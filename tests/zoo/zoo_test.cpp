@@ -8,10 +8,13 @@
 // whose message is the export's error; a program PyTorch itself cannot differentiate (torch.export
 // dropped a custom autograd.Function's backward) must be refused with PyTorch's error, and its
 // eval-mode call still equals eager's.
+#include <aotpipe/backend/backend_registry.h>
 #include <aotpipe/export/compiled_exported_program.h>
+#include <aotpipe/graph/interpreter.h>
 #include <aotpipe/runtime/eager_equivalence.h>
 
 #include "pt2_test_support.h"
+#include "test_support.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -39,6 +42,22 @@ std::filesystem::path zoo_dir() {
   std::getline(file, dir);
   return dir;
 }
+
+// AOTPIPE_TEST_BACKEND=NAME compiles every model with that registered backend (backend/
+// backend_registry.h: "planned" runs the memory plan), instead of the default.
+AotConfig test_config() {
+  AotConfig config;
+  if (const char* name = std::getenv("AOTPIPE_TEST_BACKEND")) {
+    std::optional<Compiler> backend = find_backend(name);
+    if (!backend) throw std::invalid_argument(std::string("AOTPIPE_TEST_BACKEND=") + name + ": no such backend");
+    config.fw_compiler = *backend;
+  }
+  return config;
+}
+
+// AOTPIPE_TEST_BACKEND=planned: the runs used their arenas, and no out= kernel refused a call.
+[[maybe_unused]] ::testing::Environment* const planned_runs_check =
+    ::testing::AddGlobalTestEnvironment(testing::planned_runs_check());
 
 struct Reference {
   const at::Tensor& fp32;
@@ -109,7 +128,7 @@ class ZooModel : public ::testing::Test {
 
   void training_step() {
     ExportedProgram program = load_exported_program(zoo_dir() / (name_ + ".train.pt2"));
-    CompiledExportedProgram compiled = compile_exported_program(program);
+    CompiledExportedProgram compiled = compile_exported_program(program, test_config());
     if (entry_.contains("export_backward_error")) {
       // torch.export kept a custom autograd.Function's forward only, and PyTorch's own
       // ep.module() cannot differentiate the program: aotpipe refuses it with the same error.
@@ -184,7 +203,7 @@ class ZooModel : public ::testing::Test {
 
   void inference_call() {
     ExportedProgram program = load_exported_program(zoo_dir() / (name_ + ".eval.pt2"));
-    CompiledExportedProgram compiled = compile_exported_program(program);
+    CompiledExportedProgram compiled = compile_exported_program(program, test_config());
     torch::NoGradGuard no_grad;
     expect_outputs(compiled(fresh_inputs()), "eval_outputs", "eval_outputs64");
   }

@@ -1,0 +1,203 @@
+// The interpreter on a graph's memory plan (InterpreterOptions::plan_memory): calls with out=
+// kernels write into one arena per run. Its results must be the plain interpreter's, bit for bit,
+// whatever the arena is reused for afterwards; runs the plan does not fit, and out kernels that
+// refuse, fall back to the plain path.
+#include <aotpipe/graph/interpreter.h>
+#include <aotpipe/graph/memory_plan.h>
+#include <aotpipe/graph/op_properties.h>
+#include <aotpipe/graph/parser.h>
+#include <aotpipe/graph/verifier.h>
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <torch/library.h>
+
+#include <stdexcept>
+
+#include "test_support.h"
+
+namespace aotpipe {
+namespace {
+
+Interpreter planned(const Graph& g) {
+  return Interpreter(g, InterpreterOptions{.check_meta = true, .reinplace = true, .plan_memory = true});
+}
+
+std::string out_name(const char* name, const char* overload) {
+  auto op = c10::Dispatcher::singleton().findSchemaOrThrow(name, overload);
+  auto out = out_variant(op, c10::DispatchKey::CPU);
+  return out ? c10::toString(out->operator_name()) : "none";
+}
+
+TEST(OutVariant, FindsTheOutOverloadWithAKernelOfItsOwn) {
+  EXPECT_EQ(out_name("aten::add", "Tensor"), "aten::add.out");
+  EXPECT_EQ(out_name("aten::mm", ""), "aten::mm.out");
+  EXPECT_EQ(out_name("aten::sum", "dim_IntList"), "aten::sum.IntList_out");
+  EXPECT_EQ(out_name("aten::gelu", ""), "aten::gelu.out");
+  // Generated out= wrappers (the functional kernel, then a copy), several results, random draws,
+  // views and in-place ops have none.
+  EXPECT_EQ(out_name("aten::convolution", ""), "none");
+  EXPECT_EQ(out_name("aten::max", "dim"), "none");
+  EXPECT_EQ(out_name("aten::native_layer_norm", ""), "none");
+  EXPECT_EQ(out_name("aten::bernoulli", ""), "none");
+  EXPECT_EQ(out_name("aten::rand_like", ""), "none");
+  EXPECT_EQ(out_name("aten::view", ""), "none");
+  EXPECT_EQ(out_name("aten::add_", "Tensor"), "none");
+}
+
+TEST(PlannedInterpreter, CallsWithOutKernelsWriteIntoTheArena) {
+  Graph g = parse_graph(R"(
+graph mlp(%x: f32[16, 32], %w: f32[32, 32]):
+  %a: f32[16, 32] = aten::mm(%x, %w)
+  %b: f32[16, 32] = aten::tanh(%a)
+  %c: f32[16, 32] = aten::mm(%b, %w)
+  %d: f32[16, 32] = aten::add.Tensor(%c, %a)
+  %s: f32[] = aten::sum(%d)
+  return (%s, %d)
+)");
+  verify(g);
+  const Interpreter interp = planned(g);
+  // %a, %b and %c are planned (%d escapes: an output); sum's result escapes too.
+  EXPECT_EQ(interp.num_planned_calls(), 3u);
+  EXPECT_EQ(interp.arena_bytes(), 3u * 16 * 32 * 4) << "%a lives to the add: %b and %c overlap it";
+  const InterpreterCounters before = interpreter_counters();
+  at::Tensor x = at::randn({16, 32}), w = at::randn({32, 32});
+  const auto expected = Interpreter(g).run({x, w});
+  const auto first = interp.run({x, w});
+  ASSERT_TRUE(testing::tensor_lists_close(expected, first, 0, 0));
+  // The next run reuses the arena: what the first returned must not change.
+  const std::vector<at::Tensor> first_copy{first[0].clone(), first[1].clone()};
+  const auto second = interp.run({at::randn({16, 32}), w});
+  EXPECT_TRUE(testing::tensor_lists_close(first_copy, first, 0, 0)) << "an output lived in the arena";
+  EXPECT_FALSE(at::equal(second[1], first[1]));
+  EXPECT_EQ(interpreter_counters().planned_runs, before.planned_runs + 2);
+  EXPECT_EQ(interpreter_counters().out_calls_refused, before.out_calls_refused);
+  release_cached_arenas();
+  EXPECT_TRUE(testing::tensor_lists_close(expected, interp.run({x, w}), 0, 0));
+}
+
+TEST(PlannedInterpreter, RunsThePlanDoesNotFitTakeThePlainPath) {
+  Graph g = parse_graph(R"(
+graph chain(%x: f32[8, 8], %y: f32[8, 8]):
+  %a: f32[8, 8] = aten::mul.Tensor(%x, %y)
+  %b: f32[8, 8] = aten::sin(%a)
+  %c: f32[8, 8] = aten::mul.Tensor(%b, %y)
+  return (%c)
+)");
+  verify(g);
+  // Not checking metadata: the transposed input makes every result transposed too.
+  const Interpreter interp(g, InterpreterOptions{.reinplace = true, .plan_memory = true});
+  ASSERT_GT(interp.num_planned_calls(), 0u);
+  at::Tensor y = at::randn({8, 8});
+  const at::Tensor xt = at::randn({8, 8}).t();  // strides the plan was not made for
+  InterpreterCounters before = interpreter_counters();
+  EXPECT_TRUE(testing::tensors_close((xt * y).sin() * y, interp.run({xt, y})[0], 0, 0));
+  EXPECT_EQ(interpreter_counters().unplanned_runs, before.unplanned_runs + 1);
+  EXPECT_EQ(interpreter_counters().planned_runs, before.planned_runs);
+  // Grad mode with an input that requires grad: out= kernels cannot record autograd history;
+  // the plain path does, as the unplanned interpreter would.
+  at::Tensor x = at::randn({8, 8}).requires_grad_();
+  before = interpreter_counters();
+  const at::Tensor c = interp.run({x, y})[0];
+  EXPECT_EQ(interpreter_counters().unplanned_runs, before.unplanned_runs + 1);
+  ASSERT_TRUE(c.requires_grad());
+  c.sum().backward();
+  EXPECT_TRUE(testing::tensors_close((x * y).cos().detach() * y * y, x.grad()));
+}
+
+// as_strided reads its argument's storage offset: a tensor placed past the arena's start would be
+// read from the wrong bytes, so what such an op reads stays out of the arena.
+TEST(PlannedInterpreter, MemoryAnOpReadsByStorageOffsetStaysOutOfTheArena) {
+  Graph g = parse_graph(R"(
+graph offsets(%x: f32[64], %y: f32[8]):
+  %big: f32[64] = aten::sin(%x)
+  %a: f32[8] = aten::cos(%y)
+  %v: f32[4] stride=[2] = aten::as_strided(%a, [4], [2], 0)
+  %b: f32[4] = aten::mul.Scalar(%v, 3)
+  %s: f32[64] = aten::mul.Tensor(%big, %big)
+  return (%b, %s)
+)");
+  verify(g);
+  const Interpreter interp = planned(g);
+  EXPECT_EQ(interp.num_planned_calls(), 1u) << "only %big: %a is read through as_strided";
+  const at::Tensor x = at::randn({64}), y = at::randn({8});
+  EXPECT_TRUE(testing::tensor_lists_close(Interpreter(g).run({x, y}), interp.run({x, y}), 0, 0));
+}
+
+// An op whose out= kernel refuses what its functional kernel takes.
+TORCH_LIBRARY_FRAGMENT(aotpipe_planned_test, m) {
+  m.def("twice(Tensor x) -> Tensor");
+  m.def("twice.out(Tensor x, *, Tensor(a!) out) -> Tensor(a!)");
+  m.impl("twice", c10::DispatchKey::CPU, [](const at::Tensor& x) { return x * 2; });
+  m.impl("twice.out", c10::DispatchKey::CPU, [](const at::Tensor&, at::Tensor& out) -> at::Tensor& {
+    throw std::runtime_error("twice.out takes nothing");
+    return out;
+  });
+}
+
+TEST(PlannedInterpreter, AnOutKernelThatRefusesLeavesItsCallToTheFunctionalOp) {
+  Graph g = parse_graph(R"(
+graph refusing(%x: f32[4]):
+  %a: f32[4] = aotpipe_planned_test::twice(%x)
+  %b: f32[4] = aten::exp(%a)
+  %c: f32[4] = aten::add.Scalar(%b, 1)
+  return (%c)
+)");
+  verify(g);
+  const Interpreter interp = planned(g);
+  ASSERT_EQ(interp.num_planned_calls(), 2u) << "twice and exp";
+  const at::Tensor x = at::randn({4});
+  const InterpreterCounters before = interpreter_counters();
+  for (int run = 0; run < 3; ++run) EXPECT_TRUE(testing::tensors_close((x * 2).exp() + 1, interp.run({x})[0], 0, 0));
+  EXPECT_EQ(interpreter_counters().out_calls_refused, before.out_calls_refused + 1) << "asked once, then remembered";
+  EXPECT_EQ(interpreter_counters().planned_runs, before.planned_runs + 3) << "exp still writes into the arena";
+}
+
+// Random graphs (views, multi-output and list ops, in-place-able pointwise chains): the planned
+// interpreter's outputs equal the plain one's bit for bit, on a fresh arena and on a reused one,
+// and outputs of one run survive the next.
+TEST(PlannedInterpreter, RandomGraphsGiveThePlainInterpretersResults) {
+  std::size_t with_plan = 0;
+  for (uint64_t seed = 0; seed < 300; ++seed) {
+    const Graph g = testing::random_graph(seed, 40);
+    const Interpreter interp = planned(g);
+    if (interp.num_planned_calls() > 0) ++with_plan;
+    const auto inputs = testing::make_inputs(g, seed);
+    at::manual_seed(static_cast<int64_t>(seed));
+    const auto expected = Interpreter(g).run(inputs);
+    at::manual_seed(static_cast<int64_t>(seed));
+    const auto first = interp.run(inputs);
+    std::vector<at::Tensor> kept;
+    for (const at::Tensor& t : first) kept.push_back(t.clone());
+    at::manual_seed(static_cast<int64_t>(seed) + 1);
+    (void)interp.run(testing::make_inputs(g, seed + 1));
+    at::manual_seed(static_cast<int64_t>(seed));
+    const auto again = interp.run(inputs);
+    ASSERT_EQ(first.size(), expected.size());
+    for (std::size_t i = 0; i < expected.size(); ++i) {
+      EXPECT_TRUE(testing::tensors_close(expected[i], first[i], 0, 0)) << "seed " << seed << " output " << i;
+      EXPECT_TRUE(testing::tensors_close(kept[i], first[i], 0, 0))
+          << "seed " << seed << " output " << i << " changed in the next run";
+      EXPECT_TRUE(testing::tensors_close(expected[i], again[i], 0, 0)) << "seed " << seed << " output " << i;
+    }
+  }
+  EXPECT_GT(with_plan, 200u) << "the generator makes graphs with planned calls";
+}
+
+TEST(PlannedInterpreter, ConcurrentRunsOfOneInterpreter) {
+  Graph g = parse_graph(R"(
+graph par(%x: f32[64, 64]):
+  %a: f32[64, 64] = aten::mm(%x, %x)
+  %b: f32[64, 64] = aten::tanh(%a)
+  %c: f32[64, 64] = aten::mm(%b, %x)
+  %d: f32[64, 64] = aten::sigmoid(%c)
+  return (%d)
+)");
+  const Interpreter interp = planned(g);
+  ASSERT_EQ(interp.num_planned_calls(), 3u);
+  testing::expect_concurrent_runs_match(
+      interp, [](const at::Tensor& x) { return at::mm(at::mm(x, x).tanh(), x).sigmoid(); }, 64);
+}
+
+}  // namespace
+}  // namespace aotpipe
