@@ -62,6 +62,9 @@ class CompileGroup {
 // out of memory it keeps (the CUDA-graph backend lends them, docs/cuda-graphs.md).
 struct GraphOutputUse {
   std::optional<std::size_t> saved_outputs_from;  // empty: every output may reach the user
+  // An inference graph: run without autograd, no backward follows (the interpreter backends fold
+  // its constant subgraphs, InterpreterOptions::fold_constants).
+  bool inference = false;
 };
 
 // The group of the compiler call running on this thread; null outside one (a backend then

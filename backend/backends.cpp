@@ -1,3 +1,4 @@
+#include <aotpipe/backend/backend_notes.h>
 #include <aotpipe/backend/backends.h>
 #include <aotpipe/graph/interpreter.h>
 #include <aotpipe/pipeline/identified.h>
@@ -14,10 +15,15 @@ Compiler named_compiler(std::string identity, Compiler compiler) {
 namespace backends {
 
 namespace {
+// The interpreter with `options`, folding constant subgraphs in inference graphs: computed once,
+// their results are kept for the graph's lifetime, where a training step's memory is measured
+// against eager's (docs/memory.md).
 Compiler interpreter_with(std::string identity, InterpreterOptions options) {
   return named_compiler(std::move(identity),
                         [options](const Graph& graph, const std::vector<TensorMeta>&) -> CompiledGraph {
-                          auto program = std::make_shared<const Interpreter>(graph, options);
+                          InterpreterOptions for_graph = options;
+                          for_graph.fold_constants = current_graph_output_use().inference;
+                          auto program = std::make_shared<const Interpreter>(graph, for_graph);
                           return [program](TensorList args) { return program->run(std::move(args)); };
                         });
 }

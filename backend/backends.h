@@ -14,7 +14,8 @@ Compiler named_compiler(std::string identity, Compiler compiler);
 namespace backends {
 
 // Runs the graph with aotpipe's Interpreter (boxed ATen calls, values freed at last use, pointwise
-// ops re-inplaced into intermediates nothing else holds).
+// ops re-inplaced into intermediates nothing else holds; in an inference graph, the calls that
+// depend on no input computed once: InterpreterOptions::fold_constants).
 Compiler interpreter();
 
 // The interpreter on the graph's memory plan (InterpreterOptions::plan_memory, docs/memory.md):

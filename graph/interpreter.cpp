@@ -1,4 +1,5 @@
 #include <aotpipe/graph/autocast_region.h>
+#include <aotpipe/graph/constant_folding.h>
 #include <aotpipe/graph/interpreter.h>
 #include <aotpipe/graph/memory_plan.h>
 #include <aotpipe/graph/run_arena.h>
@@ -11,6 +12,7 @@
 #include <fmt/format.h>
 
 #include <atomic>
+#include <mutex>
 #include <memory>
 #include <unordered_map>
 
@@ -57,6 +59,7 @@ struct Counters {
   std::atomic<std::uint64_t> planned_runs{0};
   std::atomic<std::uint64_t> unplanned_runs{0};
   std::atomic<std::uint64_t> out_calls_refused{0};
+  std::atomic<std::uint64_t> folded_calls{0};
 };
 Counters& counters() {
   static Counters c;
@@ -77,6 +80,12 @@ struct Interpreter::Program {
   c10::Device arena_device{c10::kCPU};
   std::size_t num_planned_calls = 0;
   std::vector<std::optional<TensorMeta>> input_metas;  // what a planned run's inputs must match
+  // InterpreterOptions::fold_constants: the calls computed once, at the first run, and the slots
+  // of their results that the other instructions read, kept from then on as constants are.
+  std::vector<Instruction> fold_instructions;
+  std::vector<int> folded_slots;
+  mutable std::once_flag fold_once;
+  mutable std::vector<std::pair<int, c10::IValue>> folded;
   // Per instruction: its out kernel refused once (an op whose out= form takes fewer cases than its
   // functional one); it runs the functional op from then on.
   std::unique_ptr<std::atomic<bool>[]> out_refused;
@@ -209,13 +218,22 @@ Interpreter::Interpreter(const Graph& graph, InterpreterOptions options) {
 
   for (Value* in : graph.inputs()) program->input_slots.push_back(is_read(in) ? assign(in) : kNoSlot);
 
+  const std::vector<bool> folded = options.fold_constants ? foldable_calls(graph) : std::vector<bool>{};
+  auto is_folded = [&](std::size_t i) { return !folded.empty() && folded[i]; };
+  std::vector<bool> read_by_run(num_ids, false);  // by slot: a value the instructions run every time read
+
   std::unordered_map<const Node*, c10::OperatorHandle> out_calls;
   std::vector<const PlannedTensor*> planned_of(num_ids, nullptr);
   MemoryPlan plan;
   const std::optional<c10::Device> arena_device = options.plan_memory ? arena_device_of(graph) : std::nullopt;
   if (arena_device) {
     out_calls = out_calls_of(graph, *arena_device);
+    for (std::size_t i = 0; i < nodes.size(); ++i)
+      if (is_folded(i)) out_calls.erase(nodes[i]);  // computed once: kept, not placed
     plan = plan_memory(graph, [&](const Node& node) { return out_calls.count(&node) > 0; });
+    // The checker costs little beside the plan, and a wrong plan would corrupt values silently.
+    if (auto overlap = plan_overlap(plan))
+      throw GraphError(fmt::format("interpreter: graph '{}': unsound memory plan: {}", graph.name(), *overlap));
     for (const PlannedTensor& t : plan.tensors) planned_of[id_of(t.value)] = &t;
     program->arena_device = *arena_device;
     for (const Value* in : graph.inputs())
@@ -239,7 +257,11 @@ Interpreter::Interpreter(const Graph& graph, InterpreterOptions options) {
       if (slot_of[id] < 0)
         throw GraphError(fmt::format("interpreter: graph '{}': {} reads %{} before its definition", graph.name(),
                                      instr.label, v->name()));
-      return SlotRead{slot_of[id], last_read[id] == Position{i, k++}};
+      const int slot = slot_of[id];
+      const bool last = last_read[id] == Position{i, k++};
+      if (!is_folded(i)) read_by_run[static_cast<std::size_t>(slot)] = true;
+      // A folded call never takes a value the other instructions still read (it runs once).
+      return SlotRead{slot, last && !(is_folded(i) && read_by_run[static_cast<std::size_t>(slot)])};
     };
     const auto& formals = node.schema().arguments();
     for (std::size_t a = 0; a < node.args().size(); ++a) {
@@ -270,7 +292,7 @@ Interpreter::Interpreter(const Graph& graph, InterpreterOptions options) {
       instr.outputs.push_back(is_read(out) ? assign(out) : kNoSlot);
       if (options.check_meta) instr.declared.push_back(out->meta() ? std::optional(*out->meta()) : std::nullopt);
     }
-    program->instructions.push_back(std::move(instr));
+    (is_folded(i) ? program->fold_instructions : program->instructions).push_back(std::move(instr));
   }
   for (std::size_t k = 0; k < graph.num_outputs(); ++k) {
     const Value* v = graph.outputs()[k];
@@ -279,7 +301,11 @@ Interpreter::Interpreter(const Graph& graph, InterpreterOptions options) {
       throw GraphError(
           fmt::format("interpreter: graph '{}': output {} (%{}) is not defined", graph.name(), k, v->name()));
     program->outputs.push_back({slot_of[id], last_read[id] == Position{nodes.size(), k}});
+    read_by_run[static_cast<std::size_t>(slot_of[id])] = true;
   }
+  for (const Instruction& instr : program->fold_instructions)
+    for (int slot : instr.outputs)
+      if (slot != kNoSlot && read_by_run[static_cast<std::size_t>(slot)]) program->folded_slots.push_back(slot);
   if (program->num_planned_calls > 0) {
     program->arena_bytes = plan.arena_bytes;
     program->out_refused = std::make_unique<std::atomic<bool>[]>(program->instructions.size());
@@ -294,11 +320,12 @@ Interpreter& Interpreter::operator=(Interpreter&&) noexcept = default;
 std::size_t Interpreter::num_slots() const { return program_->num_slots; }
 std::size_t Interpreter::num_reinplaceable() const { return program_->num_reinplaceable; }
 std::size_t Interpreter::num_planned_calls() const { return program_->num_planned_calls; }
+std::size_t Interpreter::num_folded_calls() const { return program_->fold_instructions.size(); }
 std::size_t Interpreter::arena_bytes() const { return program_->arena_bytes; }
 
 InterpreterCounters interpreter_counters() {
   const Counters& c = counters();
-  return {c.planned_runs.load(), c.unplanned_runs.load(), c.out_calls_refused.load()};
+  return {c.planned_runs.load(), c.unplanned_runs.load(), c.out_calls_refused.load(), c.folded_calls.load()};
 }
 
 namespace {
@@ -381,6 +408,63 @@ c10::IValue build_list(std::vector<c10::IValue>& slots, const ArgSource& src) {
   }
   return list;
 }
+// What a run's instructions share: its value table and stack, its arena (none: no out= call).
+struct RunContext {
+  std::vector<c10::IValue>& slots;
+  torch::jit::Stack& stack;
+  const c10::Storage& arena;
+  const std::string& graph_name;
+};
+
+// Runs one instruction: its arguments from the slots, its results into them. `out_refused`: the
+// instruction's flag that its out= kernel refused once (null: never try it).
+void execute(const Instruction& instr, std::atomic<bool>* out_refused, RunContext& run) {
+  std::vector<c10::IValue>& slots = run.slots;
+  torch::jit::Stack& stack = run.stack;
+  stack.clear();
+  stack.reserve(instr.args.size());
+  for (const ArgSource& src : instr.args) {
+    switch (src.kind) {
+      case ArgSource::Kind::Slot: stack.push_back(take(slots, src.read)); break;
+      case ArgSource::Kind::Constant: stack.push_back(src.constant); break;
+      default: stack.push_back(build_list(slots, src));
+    }
+  }
+  try {
+    bool done = false;
+    if (run.arena && instr.out_op && out_refused && !out_refused->load(std::memory_order_relaxed)) {
+      done = run_out_call(instr, run.arena, stack, run.graph_name);
+      if (!done) {
+        out_refused->store(true, std::memory_order_relaxed);
+        counters().out_calls_refused.fetch_add(1);
+      }
+    }
+    if (!done) {
+      std::optional<AutocastGuard> autocast;
+      if (instr.autocast) autocast.emplace(*instr.autocast);
+      const bool in_place = instr.inplace && may_write_in_place(instr, stack[instr.inplace_arg]);
+      if (in_place && instr.inplace_arg != 0) std::swap(stack[0], stack[instr.inplace_arg]);
+      (in_place ? *instr.inplace : instr.op).callBoxed(stack);
+    }
+  } catch (const GraphError&) { throw; } catch (const std::exception& e) {
+    throw GraphError(fmt::format("interpreter: graph '{}': {} failed: {}", run.graph_name, instr.label, e.what()));
+  }
+  if (instr.list_return) {
+    auto results = stack.at(0).toTensorVector();
+    if (results.size() != instr.outputs.size())
+      throw GraphError(fmt::format("interpreter: graph '{}': {} returned {} tensors, the graph expects {}",
+                                   run.graph_name, instr.label, results.size(), instr.outputs.size()));
+    for (std::size_t k = 0; k < results.size(); ++k) {
+      check_meta(instr, k, results[k], run.arena, run.graph_name);
+      if (instr.outputs[k] != kNoSlot) slots[static_cast<std::size_t>(instr.outputs[k])] = std::move(results[k]);
+    }
+  } else {
+    for (std::size_t k = 0; k < instr.outputs.size(); ++k) {
+      check_meta(instr, k, stack[k], run.arena, run.graph_name);
+      if (instr.outputs[k] != kNoSlot) slots[static_cast<std::size_t>(instr.outputs[k])] = std::move(stack[k]);
+    }
+  }
+}
 }  // namespace
 
 std::vector<c10::IValue> Interpreter::run_boxed(std::vector<c10::IValue> inputs) const {
@@ -400,54 +484,21 @@ std::vector<c10::IValue> Interpreter::run_boxed(std::vector<c10::IValue> inputs)
   }
   inputs.clear();  // inputs nobody reads are released here
   for (const auto& [slot, tensor] : p.constants) slots[static_cast<std::size_t>(slot)] = tensor;
-
   torch::jit::Stack stack;
-  for (std::size_t i = 0; i < p.instructions.size(); ++i) {
-    const Instruction& instr = p.instructions[i];
-    stack.clear();
-    stack.reserve(instr.args.size());
-    for (const ArgSource& src : instr.args) {
-      switch (src.kind) {
-        case ArgSource::Kind::Slot: stack.push_back(take(slots, src.read)); break;
-        case ArgSource::Kind::Constant: stack.push_back(src.constant); break;
-        default: stack.push_back(build_list(slots, src));
-      }
-    }
-    try {
-      bool done = false;
-      if (use_arena && instr.out_op && !p.out_refused[i].load(std::memory_order_relaxed)) {
-        done = run_out_call(instr, arena, stack, p.graph_name);
-        if (!done) {
-          p.out_refused[i].store(true, std::memory_order_relaxed);
-          counters().out_calls_refused.fetch_add(1);
-        }
-      }
-      if (!done) {
-        std::optional<AutocastGuard> autocast;
-        if (instr.autocast) autocast.emplace(*instr.autocast);
-        const bool in_place = instr.inplace && may_write_in_place(instr, stack[instr.inplace_arg]);
-        if (in_place && instr.inplace_arg != 0) std::swap(stack[0], stack[instr.inplace_arg]);
-        (in_place ? *instr.inplace : instr.op).callBoxed(stack);
-      }
-    } catch (const GraphError&) { throw; } catch (const std::exception& e) {
-      throw GraphError(fmt::format("interpreter: graph '{}': {} failed: {}", p.graph_name, instr.label, e.what()));
-    }
-    if (instr.list_return) {
-      auto results = stack.at(0).toTensorVector();
-      if (results.size() != instr.outputs.size())
-        throw GraphError(fmt::format("interpreter: graph '{}': {} returned {} tensors, the graph expects {}",
-                                     p.graph_name, instr.label, results.size(), instr.outputs.size()));
-      for (std::size_t k = 0; k < results.size(); ++k) {
-        check_meta(instr, k, results[k], arena, p.graph_name);
-        if (instr.outputs[k] != kNoSlot) slots[static_cast<std::size_t>(instr.outputs[k])] = std::move(results[k]);
-      }
-    } else {
-      for (std::size_t k = 0; k < instr.outputs.size(); ++k) {
-        check_meta(instr, k, stack[k], arena, p.graph_name);
-        if (instr.outputs[k] != kNoSlot) slots[static_cast<std::size_t>(instr.outputs[k])] = std::move(stack[k]);
-      }
-    }
+  if (!p.fold_instructions.empty()) {
+    std::call_once(p.fold_once, [&] {
+      std::vector<c10::IValue> scratch = slots;  // the constants (and this run's inputs: never read)
+      RunContext fold{scratch, stack, no_arena, p.graph_name};
+      for (const Instruction& instr : p.fold_instructions) execute(instr, nullptr, fold);
+      for (int slot : p.folded_slots) p.folded.emplace_back(slot, std::move(scratch[static_cast<std::size_t>(slot)]));
+      counters().folded_calls.fetch_add(p.fold_instructions.size());
+    });
+    for (const auto& [slot, value] : p.folded) slots[static_cast<std::size_t>(slot)] = value;
   }
+
+  RunContext run{slots, stack, arena, p.graph_name};
+  for (std::size_t i = 0; i < p.instructions.size(); ++i)
+    execute(p.instructions[i], p.out_refused ? &p.out_refused[i] : nullptr, run);
   std::vector<c10::IValue> outputs;
   outputs.reserve(p.outputs.size());
   for (const SlotRead& r : p.outputs) outputs.push_back(take(slots, r));

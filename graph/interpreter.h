@@ -33,13 +33,19 @@ struct InterpreterOptions {
   // autograd history (grad mode on, an input requiring grad), runs without the plan; a call whose
   // out kernel refuses runs its functional op from then on. Values are unchanged.
   bool plan_memory = false;
+  // Constant folding (graph/constant_folding.h): the calls whose results depend on no input of
+  // the graph, only on its constants (masks from `full` and `triu`, position ids from `arange`),
+  // run once, at the first run, and their results are kept for every later run, as the graph's
+  // constants are. Never a random or mutating op, nor a result a caller receives.
+  bool fold_constants = false;
 };
 
-// Process-wide counts of InterpreterOptions::plan_memory, for tests and monitoring.
+// Process-wide counts of InterpreterOptions::plan_memory and fold_constants, for tests and monitoring.
 struct InterpreterCounters {
   std::uint64_t planned_runs = 0;       // runs of a planned graph that used its arena
   std::uint64_t unplanned_runs = 0;     // runs of a planned graph whose inputs did not fit the plan
   std::uint64_t out_calls_refused = 0;  // calls whose out= kernel refused (each then runs its functional op)
+  std::uint64_t folded_calls = 0;       // InterpreterOptions::fold_constants: calls computed once, at a first run
 };
 InterpreterCounters interpreter_counters();
 
@@ -66,6 +72,8 @@ class Interpreter {
   // InterpreterOptions::plan_memory: the calls writing into the arena, and its bytes (0: no plan).
   std::size_t num_planned_calls() const;
   std::size_t arena_bytes() const;
+  // InterpreterOptions::fold_constants: the calls run once instead of at every run.
+  std::size_t num_folded_calls() const;
 
  private:
   struct Program;

@@ -26,7 +26,8 @@ CompiledGraphs compile_on_first_call(const std::shared_ptr<const CompiledArtifac
   auto group = std::make_shared<CompileGroup>();  // its forward and backward, compiled apart
   if (!artifact->training) {
     graphs.forward = compile_on_first_call(
-        compilers.inference, [artifact]() -> const Graph& { return *artifact->traced().inference_graph; });
+        compilers.inference, [artifact]() -> const Graph& { return *artifact->traced().inference_graph; }, nullptr,
+        [] { return GraphOutputUse{.saved_outputs_from = std::nullopt, .inference = true}; });
     return graphs;
   }
   graphs.forward = compile_on_first_call(

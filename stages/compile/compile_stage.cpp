@@ -21,7 +21,8 @@ Task<CompiledGraphs> compile_graphs(const TracedProgram& program, const Partitio
   const AotConfig resolved = resolve_defaults(config);
   CompileGroup group;  // what the compiled graphs share, they hold (the compiler calls end here)
   if (program.inference_graph) {
-    NotedGraph inference = compile_with_notes(resolved.inference_compiler, *program.inference_graph, group);
+    NotedGraph inference = compile_with_notes(resolved.inference_compiler, *program.inference_graph, group,
+                                              {.saved_outputs_from = std::nullopt, .inference = true});
     co_return CompiledGraphs{std::move(inference.graph), {}, std::move(inference.notes)};
   }
   if (!partition) throw std::logic_error("aotpipe compile: no partitioned graphs (run the partition stage first)");

@@ -300,6 +300,47 @@ TEST(AotFunctionRuntime, TheForwardCompilerIsToldWhichOutputsAreSaved) {
   }
 }
 
+// The compile tells a backend which graph is an inference graph (GraphOutputUse::inference), at
+// once and at a cache hit's first call; the interpreter backend then computes the calls that
+// depend on no input once (InterpreterOptions::fold_constants), and a training step's never.
+TEST(AotFunctionRuntime, InferenceGraphsFoldTheirConstantSubgraphs) {
+  std::vector<bool> inference;
+  AotConfig config;
+  config.fw_compiler =
+      named_compiler("test.inference_recorder/1", [&](const Graph& graph, const std::vector<TensorMeta>& metas) {
+        inference.push_back(current_graph_output_use().inference);
+        return backends::interpreter()(graph, metas);
+      });
+  // A position table from arange, as a model's position ids are: it depends on no input.
+  auto fn = [](const TensorList& a) {
+    const at::Tensor positions = at::arange(a[0].size(0), a[0].options()).mul(0.5).cos();
+    return TensorList{(a[0] + positions).sin() * a[1]};
+  };
+  const at::Tensor x = torch::randn({6}), w = torch::randn({6});
+  const at::Tensor expected = fn({x, w})[0];
+  const testing::TempDir dir;
+  CompileCacheOptions cache_options;
+  cache_options.directory = dir.path;
+  auto cache = std::make_shared<CompileCache>(std::move(cache_options));
+  for (int compile = 0; compile < 2; ++compile) {  // a miss that stores, then a hit
+    inference.clear();
+    CompiledFunction f = aot_function(fn, config, cache);
+    const std::uint64_t before = interpreter_counters().folded_calls;
+    EXPECT_TRUE(at::allclose(f({x, w})[0], expected)) << "compile " << compile;
+    EXPECT_TRUE(at::allclose(f({x, w})[0], expected)) << "compile " << compile;
+    EXPECT_EQ(inference, std::vector<bool>{true}) << "compile " << compile;
+    EXPECT_EQ(interpreter_counters().folded_calls, before + 3) << "arange, mul and cos, once; compile " << compile;
+  }
+  inference.clear();
+  CompiledFunction training = aot_function(fn, config);
+  const std::uint64_t before = interpreter_counters().folded_calls;
+  at::Tensor wp = w.clone().requires_grad_();
+  training({x, wp})[0].sum().backward();
+  EXPECT_EQ(inference, (std::vector<bool>{false, false})) << "forward and backward";
+  EXPECT_EQ(interpreter_counters().folded_calls, before) << "a training step folds nothing";
+  EXPECT_TRUE(at::allclose(wp.grad(), (x + at::arange(6, x.options()).mul(0.5).cos()).sin()));
+}
+
 // Backends by name (backend/backend_registry.h): the interpreter is always there; a registration
 // makes a fresh compiler per lookup and a later one of the same name replaces it.
 TEST(AotFunctionRuntime, BackendsAreFoundByName) {

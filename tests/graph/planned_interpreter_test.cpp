@@ -184,19 +184,21 @@ TEST(PlannedInterpreter, RandomGraphsGiveThePlainInterpretersResults) {
   EXPECT_GT(with_plan, 200u) << "the generator makes graphs with planned calls";
 }
 
+// Threads share the program (and the flag of the refusing out kernel); each has its own arena.
 TEST(PlannedInterpreter, ConcurrentRunsOfOneInterpreter) {
   Graph g = parse_graph(R"(
 graph par(%x: f32[64, 64]):
-  %a: f32[64, 64] = aten::mm(%x, %x)
+  %t: f32[64, 64] = aotpipe_planned_test::twice(%x)
+  %a: f32[64, 64] = aten::mm(%t, %x)
   %b: f32[64, 64] = aten::tanh(%a)
   %c: f32[64, 64] = aten::mm(%b, %x)
   %d: f32[64, 64] = aten::sigmoid(%c)
   return (%d)
 )");
   const Interpreter interp = planned(g);
-  ASSERT_EQ(interp.num_planned_calls(), 3u);
+  ASSERT_EQ(interp.num_planned_calls(), 4u);
   testing::expect_concurrent_runs_match(
-      interp, [](const at::Tensor& x) { return at::mm(at::mm(x, x).tanh(), x).sigmoid(); }, 64);
+      interp, [](const at::Tensor& x) { return at::mm(at::mm(x * 2, x).tanh(), x).sigmoid(); }, 64);
 }
 
 }  // namespace
