@@ -113,20 +113,19 @@ void plan_reinplace(Instruction& instr, const Node& node) {
   }
 }
 
+// Dtype, sizes and strides as declared (the storage offset is the caller's question).
+bool same_layout(const at::Tensor& t, const TensorMeta& meta) {
+  return t.scalar_type() == meta.dtype && t.sizes() == c10::IntArrayRef(meta.sizes) &&
+         t.strides() == c10::IntArrayRef(meta.strides);
+}
+
 // The run-time half: nothing but the stack holds the tensor or shares its storage.
 bool may_write_in_place(const Instruction& instr, const c10::IValue& self) {
   if (!self.isTensor()) return false;
   const at::Tensor& t = self.toTensor();
   if (!t.defined() || t.use_count() != 1 || !t.has_storage() || t.storage().use_count() != 1 || t.requires_grad())
     return false;
-  const TensorMeta& want = *instr.inplace_layout;
-  return t.scalar_type() == want.dtype && t.sizes() == c10::IntArrayRef(want.sizes) &&
-         t.strides() == c10::IntArrayRef(want.strides) && t.storage_offset() == want.storage_offset;
-}
-
-bool same_layout(const at::Tensor& t, const TensorMeta& meta) {
-  return t.scalar_type() == meta.dtype && t.sizes() == c10::IntArrayRef(meta.sizes) &&
-         t.strides() == c10::IntArrayRef(meta.strides);
+  return same_layout(t, *instr.inplace_layout) && t.storage_offset() == instr.inplace_layout->storage_offset;
 }
 
 // The device whose arena a graph's planned calls write into: the first call result's, when it is

@@ -30,6 +30,15 @@ bool is_listed_data_dependent(std::string_view name) {
                                                            "aten::_ragged_idx"};
   return ops.count(name) > 0;
 }
+
+// A functional op of one result that is a fresh tensor. (An out= kernel of several results returns
+// a tuple of references into the arguments, which libtorch 2.11's boxed wrapper,
+// make_boxed_from_unboxed_functor, reads after it has popped them: such a kernel cannot be called
+// boxed, so out_variant takes only these too.)
+bool returns_one_fresh_tensor(const c10::FunctionSchema& schema) {
+  return !schema.is_mutable() && schema.returns().size() == 1 && !schema.returns()[0].alias_info() &&
+         schema.returns()[0].type()->kind() == c10::TypeKind::TensorType;
+}
 }  // namespace
 
 bool has_data_dependent_output(const c10::OperatorHandle& op) {
@@ -40,8 +49,7 @@ bool has_data_dependent_output(const c10::OperatorHandle& op) {
 std::optional<c10::OperatorHandle> pointwise_inplace_variant(const c10::OperatorHandle& op) {
   if (!op.hasTag(at::Tag::pointwise)) return std::nullopt;
   const c10::FunctionSchema& schema = op.schema();
-  if (schema.is_mutable() || schema.returns().size() != 1 || schema.returns()[0].alias_info() ||
-      schema.returns()[0].type()->kind() != c10::TypeKind::TensorType || schema.arguments().empty() ||
+  if (!returns_one_fresh_tensor(schema) || schema.arguments().empty() ||
       schema.arguments()[0].type()->kind() != c10::TypeKind::TensorType)
     return std::nullopt;
   const c10::OperatorName& name = op.operator_name();
@@ -71,14 +79,6 @@ const std::vector<c10::OperatorName>& overloads_of(const std::string& name) {
   static const std::vector<c10::OperatorName> none;
   auto it = index.find(name);
   return it == index.end() ? none : it->second;
-}
-
-// One fresh tensor: an out= kernel of several results returns a tuple of references into the
-// arguments, which libtorch 2.11's boxed wrapper (make_boxed_from_unboxed_functor) reads after
-// it has popped them, so such a kernel cannot be called boxed.
-bool returns_one_fresh_tensor(const c10::FunctionSchema& schema) {
-  return !schema.is_mutable() && schema.returns().size() == 1 && !schema.returns()[0].alias_info() &&
-         schema.returns()[0].type()->kind() == c10::TypeKind::TensorType;
 }
 
 // `candidate` takes `functional`'s arguments, then one written Tensor per result.
