@@ -3,7 +3,7 @@
 // std::function holding an arbitrary lambda has no identity that survives the process, so the
 // cache only trusts callables wrapped in Identified (PyTorch's cache likewise bypasses
 // compilers it cannot hash). The identity names what the callable is, with its version and
-// every option that changes its result: "aotpipe.interpreter/1".
+// every option that changes its result: "aotpipe.interpreter/2".
 //
 //   Compiler mine = Identified<Compiler::result_type(const Graph&, const std::vector<TensorMeta>&)>{
 //       "acme.fuser/3 unroll=4", acme_fuser};   // or named_compiler("acme.fuser/3 unroll=4", acme_fuser)

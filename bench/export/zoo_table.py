@@ -24,7 +24,7 @@ Columns (milliseconds, medians):
   result       the zoo test (zoo_test --gtest_filter=Zoo.NAME): ok, FAILED, or skipped (no export)
 
 Usage: $AOTPIPE_PYTHON bench/export/zoo_table.py [--zoo DIR] [--build build] [--rounds 3]
-       [--only NAME,...] [--markdown]
+       [--only NAME,...]   (prints the markdown table of docs/zoo.md)
 """
 import argparse
 import copy
