@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -106,11 +107,11 @@ graph on_gpu(%go: f32[2, 2048, 2, 2] device=cuda:0, %x: f32[2, 1024, 4, 4] devic
 
 // The lowered graph's gradients against convolution_backward's, with check_meta on both (every
 // result with its declared sizes, strides and dtype).
-void expect_same_gradients(const ConvCase& k) {
+void expect_same_gradients(const ConvCase& k, const ConvolutionLoweringOptions& options = {}) {
   SCOPED_TRACE(k.label());
   const Graph original = conv_backward_graph(k);
   Graph lowered = original;
-  ASSERT_EQ(lower_convolution_backward(lowered), 1u);
+  ASSERT_EQ(lower_convolution_backward(lowered, options), 1u);
   verify(lowered);
   const std::vector<at::Tensor> inputs = testing::make_inputs(original, /*seed=*/k.n * 131 + k.c + k.o);
   const std::vector<at::Tensor> want = Interpreter(original, {.check_meta = true}).run(inputs);
@@ -138,6 +139,22 @@ TEST(ConvolutionLowering, SameGradientsAsTheConvolutionKernel) {
       {.n = 2, .c = 128, .h = 4, .w = 4, .o = 256, .stride = {2, 2}, .mask = {true, true, true}, .dtype = "f64"},
   };
   for (const ConvCase& k : cases) expect_same_gradients(k);
+}
+
+TEST(ConvolutionLowering, RandomShapesLowerToTheSameGradients) {
+  // Past the cost rule (every 1x1 kernel lowered), so that odd shapes reach the rewrite: sizes of
+  // 1, strides larger than the input, dilations, every mask.
+  std::mt19937 rng(36);
+  auto pick = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+  for (int i = 0; i < 60; ++i) {
+    ConvCase k{.n = pick(1, 3), .c = pick(1, 24), .h = pick(1, 9), .w = pick(1, 9), .o = pick(1, 24)};
+    k.stride = {pick(1, 4), pick(1, 4)};
+    k.dilation = {pick(1, 2), pick(1, 2)};
+    const int64_t mask = pick(1, 7);
+    k.mask = {(mask & 1) != 0, (mask & 2) != 0, (mask & 4) != 0};
+    k.dtype = pick(0, 3) == 0 ? "f64" : "f32";
+    expect_same_gradients(k, {.only_where_faster = false});
+  }
 }
 
 TEST(ConvolutionLowering, InterpreterBackendsRunTheLoweredGraphAndSaySo) {
