@@ -40,7 +40,8 @@ bool result_is_contiguous(const Node& node, std::size_t k, const TensorMeta& lik
          meta->storage_offset == 0;
 }
 
-std::optional<PointwiseConvolutionBackward> match(const Node& node, const ConvolutionLoweringOptions& options) {
+std::optional<PointwiseConvolutionBackward> match_lowerable(const Node& node,
+                                                            const ConvolutionLoweringOptions& options) {
   if (!node.is_call() || node.schema().name() != "aten::convolution_backward" || !node.schema().overload_name().empty())
     return std::nullopt;
   const auto& args = node.args();
@@ -148,16 +149,12 @@ std::array<Value*, 3> emit_gradients(Emitter& emit, const PointwiseConvolutionBa
   return grads;
 }
 
-bool same_layout(const TensorMeta& a, const TensorMeta& b) {
-  return a.dtype == b.dtype && a.sizes == b.sizes && a.strides == b.strides && a.storage_offset == b.storage_offset;
-}
-
 // The lowerable calls of `graph`, each with what it computes.
 std::vector<std::pair<Node*, PointwiseConvolutionBackward>> matches(const Graph& graph,
                                                                     const ConvolutionLoweringOptions& options) {
   std::vector<std::pair<Node*, PointwiseConvolutionBackward>> found;
   for (Node* node : graph.nodes())
-    if (auto conv = match(*node, options)) found.emplace_back(node, *conv);
+    if (auto conv = match_lowerable(*node, options)) found.emplace_back(node, *conv);
   return found;
 }
 
@@ -185,11 +182,11 @@ std::size_t lower_convolution_backward(Graph& graph, const ConvolutionLoweringOp
     if (!unread_undefined) continue;
     Emitter emit(graph, *node);
     const std::array<Value*, 3> grads = emit_gradients(emit, conv);
-    // The rules in match() promise the declared layouts; a result that differs anyway keeps the
+    // The rules in match_lowerable() promise the declared layouts; a result that differs anyway keeps the
     // original call (its emitted calls are dropped) rather than change what the graph computes.
     bool same = true;
     for (std::size_t k = 0; k < 3; ++k)
-      if (grads[k]) same = same && grads[k]->meta() && same_layout(*grads[k]->meta(), *node->output(k)->meta());
+      if (grads[k]) same = same && grads[k]->meta() && grads[k]->meta()->same_layout(*node->output(k)->meta());
     if (!same) {
       graph.erase_nodes(emit.emitted());
       continue;

@@ -116,10 +116,6 @@ const Value* memory_root(const Value& v) {
 
 namespace {
 
-bool same_layout(const TensorMeta& a, const TensorMeta& b) {
-  return a.dtype == b.dtype && a.sizes == b.sizes && a.strides == b.strides && a.storage_offset == b.storage_offset;
-}
-
 // add(a, b) with alpha 1 and mul(a, b) are b + a and b * a, bit for bit: their result may go
 // into `other` as well (the tied embedding's gradient: t(mm) + embedding_dense_backward).
 bool is_commutative(const Node& node) {
@@ -139,7 +135,7 @@ std::vector<std::size_t> reinplace_candidates(const Node& node) {
   auto writable = [&](std::size_t k) {
     if (k >= node.args().size() || !node.args()[k].is_value()) return false;
     const Value& in = *node.args()[k].value();
-    return in.meta() && allocation_of(in) != nullptr && same_layout(*in.meta(), out);
+    return in.meta() && allocation_of(in) != nullptr && in.meta()->same_layout(out);
   };
   if (writable(0)) candidates.push_back(0);
   if (is_commutative(node) && writable(1)) candidates.push_back(1);

@@ -61,6 +61,11 @@ struct TensorMeta {
   // Bytes this view spans (numel * element size); what the partitioner counts when saving it.
   int64_t nbytes() const;
   bool is_contiguous() const;
+  // The same memory layout: dtype, sizes, strides and storage offset (not device or requires_grad).
+  bool same_layout(const TensorMeta& other) const {
+    return dtype == other.dtype && sizes == other.sizes && strides == other.strides &&
+           storage_offset == other.storage_offset;
+  }
   bool operator==(const TensorMeta&) const = default;
 };
 

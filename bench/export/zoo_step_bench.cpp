@@ -120,7 +120,8 @@ nlohmann::json measure(const std::filesystem::path& zoo, const std::string& name
 
 }  // namespace
 
-int main(int argc, char** argv) {
+namespace {
+int run_bench(int argc, char** argv) {
   if (!aotpipe_meter_install()) {
     std::cerr << "zoo_step_bench: cannot install the CPU memory meter\n";
     return 2;
@@ -135,15 +136,24 @@ int main(int argc, char** argv) {
       if (i + 1 >= argc) throw std::invalid_argument(arg + " needs a value");
       return argv[++i];
     };
+    // The next argument read by `parse` (std::stoi, std::stod), or an error naming the option.
+    auto number = [&](auto parse, const char* what) {
+      const std::string text = next();
+      try {
+        return parse(text);
+      } catch (const std::logic_error&) {
+        throw std::invalid_argument(arg + " needs " + what + ", got '" + text + "'");
+      }
+    };
     if (arg == "--zoo") {
       zoo = next();
     } else if (arg == "--only") {
       std::stringstream names(next());
       for (std::string n; std::getline(names, n, ',');) only.insert(n);
     } else if (arg == "--samples") {
-      samples = std::max(1, std::stoi(next()));
+      samples = std::max(1, number([](const std::string& t) { return std::stoi(t); }, "an integer"));
     } else if (arg == "--batch-ms") {
-      batch_ms = std::stod(next());
+      batch_ms = number([](const std::string& t) { return std::stod(t); }, "a number");
     } else {
       std::cerr << "usage: zoo_step_bench --zoo DIR [--only NAME,...] [--samples N] [--batch-ms MS]\n";
       return 2;
@@ -167,4 +177,15 @@ int main(int argc, char** argv) {
     }
   }
   return failures ? 1 : 0;
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  // A bad argument (--samples x) or an unreadable zoo: a message and a failing status, not an abort.
+  try {
+    return run_bench(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "zoo_step_bench: " << e.what() << "\n";
+    return 2;
+  }
 }
