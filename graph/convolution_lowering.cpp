@@ -22,6 +22,9 @@ struct PointwiseConvolutionBackward {
   int64_t n = 0, c = 0, h = 0, w = 0, o = 0, ho = 0, wo = 0;
   std::array<int64_t, 2> stride{1, 1};
   std::array<bool, 3> mask{false, false, false};  // grad input, grad weight, grad bias
+
+  // The positions the kernel read: the rows of both products.
+  int64_t rows() const { return n * ho * wo; }
 };
 
 std::optional<std::vector<int64_t>> int_list(const Argument& arg) {
@@ -76,10 +79,9 @@ std::optional<PointwiseConvolutionBackward> match_lowerable(const Node& node,
   conv.wo = conv.w == 0 ? 0 : (conv.w - 1) / conv.stride[1] + 1;
   if (wt->sizes != Dims{conv.o, conv.c, 1, 1} || go->sizes != Dims{conv.n, conv.o, conv.ho, conv.wo})
     return std::nullopt;
-  const int64_t rows = conv.n * conv.ho * conv.wo;
-  if (rows == 0 || conv.c == 0 || conv.o == 0) return std::nullopt;
+  if (conv.rows() == 0 || conv.c == 0 || conv.o == 0) return std::nullopt;
   // The cost rule (measured, docs/stages/compile.md): the product wins where the weight dominates.
-  if (options.only_where_faster && rows * (conv.c + conv.o) > conv.c * conv.o) return std::nullopt;
+  if (options.only_where_faster && conv.rows() * (conv.c + conv.o) > conv.c * conv.o) return std::nullopt;
 
   if (conv.mask[0] && !result_is_contiguous(node, 0, *x, x->sizes)) return std::nullopt;
   if (conv.mask[1] && !result_is_contiguous(node, 1, *x, wt->sizes)) return std::nullopt;
@@ -115,9 +117,8 @@ class Emitter {
 
 // The gradients of `conv`, computed before `node`; nullptr where the mask asks for none.
 std::array<Value*, 3> emit_gradients(Emitter& emit, const PointwiseConvolutionBackward& conv) {
-  const int64_t rows = conv.n * conv.ho * conv.wo;
   // [P, O]; only the bias gradient reads none.
-  Value* grad_rows = conv.mask[0] || conv.mask[1] ? emit.rows_of(conv.grad_output, rows, conv.o) : nullptr;
+  Value* grad_rows = conv.mask[0] || conv.mask[1] ? emit.rows_of(conv.grad_output, conv.rows(), conv.o) : nullptr;
   std::array<Value*, 3> grads{nullptr, nullptr, nullptr};
   if (conv.mask[0]) {
     Value* weight = emit.call("aten::view", {conv.weight, std::vector<int64_t>{conv.o, conv.c}});
@@ -139,7 +140,7 @@ std::array<Value*, 3> emit_gradients(Emitter& emit, const PointwiseConvolutionBa
     Value* input = conv.input;
     if (conv.stride[0] > 1) input = emit.call("aten::slice.Tensor", {input, 2, int64_t{0}, conv.h, conv.stride[0]});
     if (conv.stride[1] > 1) input = emit.call("aten::slice.Tensor", {input, 3, int64_t{0}, conv.w, conv.stride[1]});
-    Value* input_rows = emit.rows_of(input, rows, conv.c);  // [P, C]
+    Value* input_rows = emit.rows_of(input, conv.rows(), conv.c);  // [P, C]
     Value* grad_columns = emit.call("aten::t", {grad_rows});
     Value* product = emit.call("aten::mm", {grad_columns, input_rows});  // [O, C]
     grads[1] = emit.call("aten::_unsafe_view", {product, std::vector<int64_t>{conv.o, conv.c, 1, 1}});

@@ -3,8 +3,8 @@
 //
 // A 1x1 convolution is a matrix product over the positions of its input (Inductor's
 // conv_1x1_as_mm). On the CPU, oneDNN's convolution_backward is slow where the weight is large and
-// the activations small (a ResNeXt downsample, 1024 -> 2048 channels on 2x2 positions: 5.8 ms
-// against 1.5 ms as two mm calls on 2 cores; docs/stages/compile.md has the table). Its forward is not
+// the activations small (a ResNeXt downsample, 1024 -> 2048 channels on 2x2 positions: 7.7 ms
+// against 1.9 ms as two mm calls on 2 cores; docs/stages/compile.md has the table). Its forward is not
 // (oneDNN's forward was as fast as mm or faster on every shape measured), so only the backward is
 // lowered. A kernel-running backend calls lower_convolution_backward on a copy of each CPU graph
 // it compiles.
