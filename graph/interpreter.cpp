@@ -11,6 +11,7 @@
 #include <ATen/core/stack.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <atomic>
 #include <mutex>
 #include <memory>
@@ -52,6 +53,9 @@ struct Instruction {
     int64_t element_offset = 0;  // in elements of meta.dtype
   };
   std::optional<PlacedResult> out_result;
+  // Every result is memory of its own by the schemas (memory_root), as the plan assumes: a kernel
+  // that returns a view of the arena instead would let the plan reuse bytes the view still reads.
+  bool fresh_results = false;
 };
 
 // The process-wide counts of InterpreterCounters.
@@ -280,6 +284,8 @@ Interpreter::Interpreter(const Graph& graph, InterpreterOptions options) {
       instr.args.push_back(std::move(src));
     }
     if (options.reinplace) plan_reinplace(instr, node);
+    instr.fresh_results = std::all_of(node.outputs().begin(), node.outputs().end(),
+                                      [](const Value* out) { return memory_root(*out) == out; });
     if (instr.inplace) ++program->num_reinplaceable;
     if (auto it = out_calls.find(&node); it != out_calls.end() && planned_of[id_of(node.output())]) {
       attach_out_call(instr, node, it->second, *planned_of[id_of(node.output())]);
@@ -415,6 +421,19 @@ struct RunContext {
   const std::string& graph_name;
 };
 
+// A result the schema calls fresh that the kernel made a view of planned memory: the plan would
+// hand those bytes to another tensor while the view still reads them, and every value after it
+// would be wrong without a word. Such an op belongs in returns_hidden_view.
+void check_outside_arena(const Instruction& instr, std::size_t k, const c10::IValue& produced, const RunContext& run) {
+  if (!produced.isTensor() || !produced.toTensor().has_storage() ||
+      !produced.toTensor().storage().is_alias_of(run.arena))
+    return;
+  throw GraphError(
+      fmt::format("interpreter: graph '{}': output {} of {} is a view of planned memory, where its schema "
+                  "declares a fresh tensor (the memory plan would reuse those bytes while it lives)",
+                  run.graph_name, k, instr.label));
+}
+
 // Runs one instruction: its arguments from the slots, its results into them. `out_refused`: the
 // instruction's flag that its out= kernel refused once (null: never try it).
 void execute(const Instruction& instr, std::atomic<bool>* out_refused, RunContext& run) {
@@ -429,8 +448,9 @@ void execute(const Instruction& instr, std::atomic<bool>* out_refused, RunContex
       default: stack.push_back(build_list(slots, src));
     }
   }
+  bool done = false;
+  bool in_place = false;
   try {
-    bool done = false;
     if (run.arena && instr.out_op && out_refused && !out_refused->load(std::memory_order_relaxed)) {
       done = run_out_call(instr, run.arena, stack, run.graph_name);
       if (!done) {
@@ -441,24 +461,27 @@ void execute(const Instruction& instr, std::atomic<bool>* out_refused, RunContex
     if (!done) {
       std::optional<AutocastGuard> autocast;
       if (instr.autocast) autocast.emplace(*instr.autocast);
-      const bool in_place = instr.inplace && may_write_in_place(instr, stack[instr.inplace_arg]);
+      in_place = instr.inplace && may_write_in_place(instr, stack[instr.inplace_arg]);
       if (in_place && instr.inplace_arg != 0) std::swap(stack[0], stack[instr.inplace_arg]);
       (in_place ? *instr.inplace : instr.op).callBoxed(stack);
     }
   } catch (const GraphError&) { throw; } catch (const std::exception& e) {
     throw GraphError(fmt::format("interpreter: graph '{}': {} failed: {}", run.graph_name, instr.label, e.what()));
   }
+  const bool kernel_allocated = run.arena && !done && !in_place && instr.fresh_results;
   if (instr.list_return) {
     auto results = stack.at(0).toTensorVector();
     if (results.size() != instr.outputs.size())
       throw GraphError(fmt::format("interpreter: graph '{}': {} returned {} tensors, the graph expects {}",
                                    run.graph_name, instr.label, results.size(), instr.outputs.size()));
     for (std::size_t k = 0; k < results.size(); ++k) {
+      if (kernel_allocated) check_outside_arena(instr, k, results[k], run);
       check_meta(instr, k, results[k], run.arena, run.graph_name);
       if (instr.outputs[k] != kNoSlot) slots[static_cast<std::size_t>(instr.outputs[k])] = std::move(results[k]);
     }
   } else {
     for (std::size_t k = 0; k < instr.outputs.size(); ++k) {
+      if (kernel_allocated) check_outside_arena(instr, k, stack[k], run);
       check_meta(instr, k, stack[k], run.arena, run.graph_name);
       if (instr.outputs[k] != kNoSlot) slots[static_cast<std::size_t>(instr.outputs[k])] = std::move(stack[k]);
     }

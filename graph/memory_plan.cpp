@@ -38,8 +38,7 @@ Origin origin_of(const Node& node, std::size_t k) {
     return {Origin::Kind::ViewOfArgument, i};
   };
   if (!ret->alias_info()) {
-    // _unsafe_view's schema says its result is fresh; it is a view of self.
-    if (node.qualified_name() == "aten::_unsafe_view") return value_argument(0);
+    if (returns_hidden_view(node.op())) return value_argument(0);
     return {Origin::Kind::Fresh, 0};
   }
   // The argument whose alias set the return shares: `self` for every view op. A list return

@@ -18,8 +18,8 @@
 namespace aotpipe {
 
 // The value whose call allocated v's memory: v itself for a fresh result, its base for a view
-// (followed through `self` of the alias-annotated returns, list returns included, and through
-// _unsafe_view, whose schema hides that its result is a view); nullptr for memory that came from
+// (followed through `self` of the alias-annotated returns, list returns included, and of the ops
+// whose schemas hide that their results are views: returns_hidden_view); nullptr for memory that came from
 // outside the graph's calls (an input, a constant).
 const Value* allocation_of(const Value& v);
 // The same walk, stopping at a graph input too: the input whose memory v is (v itself or a view

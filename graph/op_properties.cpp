@@ -46,6 +46,12 @@ bool has_data_dependent_output(const c10::OperatorHandle& op) {
          op.hasTag(at::Tag::dynamic_output_shape);
 }
 
+bool returns_hidden_view(const c10::OperatorHandle& op) {
+  static const std::unordered_set<std::string_view> ops = {"aten::_unsafe_view", "aten::unsafe_split",
+                                                           "aten::unsafe_split_with_sizes", "aten::unsafe_chunk"};
+  return ops.count(op.operator_name().name) > 0;
+}
+
 std::optional<c10::OperatorHandle> pointwise_inplace_variant(const c10::OperatorHandle& op) {
   if (!op.hasTag(at::Tag::pointwise)) return std::nullopt;
   const c10::FunctionSchema& schema = op.schema();

@@ -13,6 +13,12 @@ namespace aotpipe {
 // (they synchronise with the host).
 bool has_data_dependent_output(const c10::OperatorHandle& op);
 
+// Ops whose schema declares fresh results but whose kernels return views of `self`: `_unsafe_view`,
+// `unsafe_split`, `unsafe_split_with_sizes`, `unsafe_chunk` (the "unsafe" is that autograd does
+// not track the alias; PyTorch's SchemaCheckMode exempts them for it). nn.GRU and nn.LSTM
+// decompose into unsafe_split. Whoever reasons about memory from schemas must ask this too.
+bool returns_hidden_view(const c10::OperatorHandle& op);
+
 // The in-place overload of a pointwise op (`aten::add_.Tensor` for `aten::add.Tensor`): tagged
 // pointwise, one fresh tensor result, and an in-place twin that takes the same arguments with
 // `self` written. Where the result has self's dtype, sizes and strides, the twin computes the

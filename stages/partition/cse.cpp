@@ -1,6 +1,7 @@
 #include <aotpipe/stages/partition/cse.h>
 
 #include <aotpipe/stages/partition/op_classes.h>
+#include <aotpipe/graph/op_properties.h>
 
 #include <cstdint>
 #include <sstream>
@@ -70,7 +71,7 @@ void append_constant(std::string& key, const c10::IValue& v) {
 }
 
 // Storage classes, by Value::id: which values may share memory, from the schemas' alias
-// annotations.
+// annotations and the ops that hide theirs (returns_hidden_view).
 std::vector<std::size_t> storage_classes(const Graph& graph) {
   std::vector<std::size_t> storage(graph.value_id_limit(), 0);
   std::size_t next = 0;
@@ -102,6 +103,8 @@ std::vector<std::size_t> storage_classes(const Graph& graph) {
             shared = storage[arg.value_list().values[0]->id()];
         }
       }
+      if (!ret_alias && returns_hidden_view(n->op()) && !n->args().empty() && n->args()[0].is_value())
+        shared = storage[n->args()[0].value()->id()];
       storage[n->output(i)->id()] = shared ? *shared : next++;
     }
   }

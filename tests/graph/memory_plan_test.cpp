@@ -78,6 +78,31 @@ graph views(%x: f32[4, 8]):
   EXPECT_EQ(plan_overlap(plan), std::nullopt);
 }
 
+// nn.GRU's gates: unsafe_split's schema calls its results fresh, and they are views of its input
+// (the zoo's GRU got wrong values from the planned backend while the plan believed the schema).
+TEST(MemoryPlan, UnsafeSplitsKeepTheirBaseAlive) {
+  Graph g = parse_graph(R"(
+graph gates(%x: f32[2, 9]):
+  %a: f32[2, 9] = aten::relu(%x)
+  %s0: f32[2, 3] stride=[9, 1], %s1: f32[2, 3] stride=[9, 1] offset=3, %s2: f32[2, 3] stride=[9, 1] offset=6 = aten::unsafe_split.Tensor(%a, 3, 1)
+  %b: f32[2, 3] = aten::sigmoid(%s0)
+  %c: f32[2, 3] = aten::mul.Tensor(%s1, %b)
+  %w0: f32[2, 3], %w1: f32[2, 3] offset=6 = aten::unsafe_split_with_sizes(%c, [1, 1])
+  %d: f32[2, 3] = aten::tanh(%s2)
+  %e: f32[1, 3] = aten::add.Tensor(%w1, %d)
+  return (%e)
+)");
+  const MemoryPlan plan = plan_memory(g);
+  const auto t = by_name(plan);
+  EXPECT_EQ(t.at("a").last, 5u);  // %s2's read by tanh
+  EXPECT_EQ(t.at("c").last, 6u);  // %w1's read by add
+  EXPECT_EQ(t.count("s0") + t.count("s2") + t.count("w1"), 0u);
+  EXPECT_EQ(allocation_of(*g.find_value("s2")), g.find_value("a"));
+  EXPECT_EQ(allocation_of(*g.find_value("w1")), g.find_value("c"));
+  EXPECT_NE(t.at("a").offset, t.at("d").offset);  // alive together at node 5
+  EXPECT_EQ(plan_overlap(plan), std::nullopt);
+}
+
 TEST(MemoryPlan, OutputsAndTheirBasesEscape) {
   Graph g = parse_graph(R"(
 graph escape(%x: f32[4, 8]):

@@ -153,6 +153,72 @@ graph refusing(%x: f32[4]):
   EXPECT_EQ(interpreter_counters().planned_runs, before.planned_runs + 3) << "exp still writes into the arena";
 }
 
+// nn.GRU's cell as torch.export writes it: the gates are unsafe_splits of one addmm, read after
+// the splits. The plan must keep the addmm's bytes until the last gate is read.
+TEST(PlannedInterpreter, UnsafeSplitGatesReadTheirBaseToTheEnd) {
+  Graph g = parse_graph(R"(
+graph gru_cell(%x: f32[2, 4], %h: f32[2, 3], %w: f32[9, 4], %u: f32[9, 3], %b: f32[9]):
+  %t: f32[4, 9] stride=[1, 4] = aten::t(%w)
+  %gx: f32[2, 9] = aten::addmm(%b, %x, %t)
+  %x0: f32[2, 3] stride=[9, 1], %x1: f32[2, 3] stride=[9, 1] offset=3, %x2: f32[2, 3] stride=[9, 1] offset=6 = aten::unsafe_split.Tensor(%gx, 3, 1)
+  %tu: f32[3, 9] stride=[1, 3] = aten::t(%u)
+  %gh: f32[2, 9] = aten::mm(%h, %tu)
+  %h0: f32[2, 3] stride=[9, 1], %h1: f32[2, 3] stride=[9, 1] offset=3, %h2: f32[2, 3] stride=[9, 1] offset=6 = aten::unsafe_split.Tensor(%gh, 3, 1)
+  %r0: f32[2, 3] = aten::add.Tensor(%h0, %x0)
+  %r: f32[2, 3] = aten::sigmoid(%r0)
+  %z0: f32[2, 3] = aten::add.Tensor(%h1, %x1)
+  %z: f32[2, 3] = aten::sigmoid(%z0)
+  %m: f32[2, 3] = aten::mul.Tensor(%h2, %r)
+  %n0: f32[2, 3] = aten::add.Tensor(%x2, %m)
+  %n: f32[2, 3] = aten::tanh(%n0)
+  %d: f32[2, 3] = aten::sub.Tensor(%h, %n)
+  %e: f32[2, 3] = aten::mul.Tensor(%d, %z)
+  %y: f32[2, 3] = aten::add.Tensor(%e, %n)
+  return (%y)
+)");
+  verify(g);
+  const Interpreter interp = planned(g);
+  ASSERT_GT(interp.num_planned_calls(), 0u);
+  const std::vector<at::Tensor> inputs{at::randn({2, 4}), at::randn({2, 3}), at::randn({9, 4}), at::randn({9, 3}),
+                                       at::randn({9})};
+  const auto expected = Interpreter(g).run(inputs);
+  for (int run = 0; run < 2; ++run) EXPECT_TRUE(testing::tensor_lists_close(expected, interp.run(inputs), 0, 0));
+}
+
+// An op whose schema calls its result fresh and whose kernel returns a view of its argument, as
+// unsafe_split's does, but which no list names: the planned run fails, naming it, instead of
+// letting the plan reuse bytes the view still reads.
+TORCH_LIBRARY_FRAGMENT(aotpipe_planned_test, m) {
+  m.def("secret_view(Tensor x) -> Tensor");
+  m.impl("secret_view", c10::DispatchKey::CPU, [](const at::Tensor& x) { return x.view(-1); });
+}
+
+TEST(PlannedInterpreter, AResultThatHidesAViewOfTheArenaIsAnError) {
+  Graph g = parse_graph(R"(
+graph lying(%x: f32[4, 4]):
+  %a: f32[4, 4] = aten::sin(%x)
+  %v: f32[16] = aotpipe_planned_test::secret_view(%a)
+  %b: f32[4, 4] = aten::cos(%x)
+  %c: f32[16] = aten::mul.Scalar(%v, 2)
+  return (%c, %b)
+)");
+  verify(g);
+  const Interpreter interp = planned(g);
+  ASSERT_EQ(interp.num_planned_calls(), 1u) << "only %a: the plan believes %v is fresh";
+  try {
+    (void)interp.run({at::randn({4, 4})});
+    ADD_FAILURE() << "ran on a plan that the kernel's hidden view breaks";
+  } catch (const GraphError& e) {
+    EXPECT_NE(
+        std::string(e.what()).find("output 0 of %v = aotpipe_planned_test::secret_view is a view of planned memory"),
+        std::string::npos)
+        << e.what();
+  }
+  // Unplanned, nothing depends on the schema: the same graph runs.
+  const at::Tensor x = at::randn({4, 4});
+  EXPECT_TRUE(testing::tensors_close(x.sin().view(-1) * 2, Interpreter(g).run({x})[0]));
+}
+
 // Random graphs (views, multi-output and list ops, in-place-able pointwise chains): the planned
 // interpreter's outputs equal the plain one's bit for bit, on a fresh arena and on a reused one,
 // and outputs of one run survive the next.

@@ -644,6 +644,27 @@ TEST(Cse, MergesRepeatedCallsButNotRandomOpsOrOutputs) {
   EXPECT_TRUE(tensor_lists_close(e, a2));
 }
 
+// Calls whose results share a graph output's memory are never merged: views by their schemas,
+// and _unsafe_view and unsafe_split, whose schemas hide that they are views, alike.
+TEST(Cse, ViewsOfAnOutputStayApartHiddenOnesToo) {
+  for (const char* op : {"aten::view", "aten::_unsafe_view"}) {
+    Graph g("g");
+    Value* x = g.add_input("x", TensorMeta::contiguous({2, 2}));
+    Value* a = g.add_call("aten::sin", {x})->output();
+    Value* v1 = g.add_call(op, {a, std::vector<int64_t>{4}})->output();
+    Value* v2 = g.add_call(op, {a, std::vector<int64_t>{4}})->output();
+    Value* s = g.add_call("aten::unsafe_split.Tensor", {a, 1}, {OutputSpec{}, OutputSpec{}})->output(0);
+    Value* t = g.add_call("aten::unsafe_split.Tensor", {a, 1}, {OutputSpec{}, OutputSpec{}})->output(0);
+    g.set_outputs(
+        {a, g.add_call("aten::add.Tensor", {v1, v2})->output(), g.add_call("aten::mul.Tensor", {s, t})->output()});
+    propagate_meta(g);
+    std::size_t merged = 7;
+    Graph out = partitioners::eliminate_common_subexpressions(g, &merged);
+    verify(out);
+    EXPECT_EQ(merged, 0u) << op << "\n" << out;
+  }
+}
+
 // A repeat of a repeat merges too: the second cos reads the sin that replaced its argument.
 TEST(Cse, ChainsOfRepeatsMergeThroughTheirReplacedArguments) {
   Graph g("g");
