@@ -56,31 +56,96 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> traced_cudnn_batch_no
   return {out, weight.new_zeros({0}), weight.new_zeros({0}), reserve};
 }
 
-// aten::lstm picks a fused backend kernel (mkldnn_rnn_layer on the CPU, _cudnn_rnn on CUDA)
-// whose workspace size only the backend library knows. PyTorch decomposes it on the Autograd key
-// into per-step cell ops (torch/_decomp/decompositions.py, lstm_impl with one_layer_lstm), so the
-// traced graph is plain ATen and fake-traceable; so do we. Projections (proj_size) keep the
-// backend path. Dropout between layers is applied in training, as eager does.
-std::tuple<at::Tensor, at::Tensor> traced_lstm_layer(const at::Tensor& input, const at::Tensor& h0,
-                                                     const at::Tensor& c0, at::ArrayRef<at::Tensor> params,
-                                                     bool has_biases, bool reverse) {
-  const at::Tensor& ih_weight = params[0];
-  const at::Tensor& hh_weight = params[1];
+// aten::lstm, gru and rnn_tanh/rnn_relu pick a fused backend kernel (mkldnn_rnn_layer on the
+// CPU, _cudnn_rnn on CUDA, where even asking whether cuDNN takes the input needs a GPU) whose
+// workspace size only the backend library knows. PyTorch decomposes them on the Autograd key into
+// per-step cell ops (torch/_decomp/decompositions.py: _rnn_helper, one_layer_rnn, lstm_impl,
+// gru_impl, rnn_tanh_input), so the traced graph is plain ATen and fake-traceable on any device;
+// so do we. The LSTM's projections (proj_size) keep the backend path. Dropout between layers is
+// applied in training, as eager does.
+
+// One step of a cell: the step's input gates (the input's projection, computed for every step at
+// once), the hidden state before the step ([1, batch, hidden]; the LSTM's is h and c), the layer's
+// hidden-to-hidden weight and bias. Returns the state after it; its first element is the output.
+using RecurrentCell = std::vector<at::Tensor> (*)(const at::Tensor& input_gates, const std::vector<at::Tensor>& state,
+                                                  const at::Tensor& hh_weight,
+                                                  const std::optional<at::Tensor>& hh_bias);
+
+std::vector<at::Tensor> lstm_cell(const at::Tensor& input_gates, const std::vector<at::Tensor>& state,
+                                  const at::Tensor& hh_weight, const std::optional<at::Tensor>& hh_bias) {
+  auto gates = (at::linear(state[0], hh_weight, hh_bias) + input_gates).chunk(4, 2);
+  at::Tensor cy = gates[1].sigmoid() * state[1] + gates[0].sigmoid() * gates[2].tanh();
+  return {gates[3].sigmoid() * cy.tanh(), cy};
+}
+
+std::vector<at::Tensor> gru_cell(const at::Tensor& input_gates, const std::vector<at::Tensor>& state,
+                                 const at::Tensor& hh_weight, const std::optional<at::Tensor>& hh_bias) {
+  auto igates = input_gates.chunk(3, 1);
+  auto hgates = at::linear(state[0], hh_weight, hh_bias).chunk(3, 2);
+  at::Tensor reset = (hgates[0] + igates[0]).sigmoid();
+  at::Tensor update = (hgates[1] + igates[1]).sigmoid();
+  at::Tensor candidate = (igates[2] + hgates[2] * reset).tanh();
+  return {(state[0] - candidate) * update + candidate};
+}
+
+template <at::Tensor (*Nonlinearity)(const at::Tensor&)>
+std::vector<at::Tensor> simple_rnn_cell(const at::Tensor& input_gates, const std::vector<at::Tensor>& state,
+                                        const at::Tensor& hh_weight, const std::optional<at::Tensor>& hh_bias) {
+  return {Nonlinearity(at::linear(state[0], hh_weight, hh_bias) + input_gates)};
+}
+
+// One direction of one layer over the sequence (time first). `state`: the initial states, each
+// [batch, hidden]. Returns the steps' outputs concatenated, and the final states.
+std::pair<at::Tensor, std::vector<at::Tensor>> traced_recurrent_layer(const at::Tensor& input,
+                                                                      std::vector<at::Tensor> state,
+                                                                      at::ArrayRef<at::Tensor> params, bool has_biases,
+                                                                      bool reverse, RecurrentCell cell) {
   std::optional<at::Tensor> ih_bias, hh_bias;
   if (has_biases) ih_bias = params[2], hh_bias = params[3];
-  at::Tensor hx = h0.unsqueeze(0), cx = c0.unsqueeze(0);
-  at::Tensor precomputed = at::linear(input, ih_weight, ih_bias);
+  for (at::Tensor& s : state) s = s.unsqueeze(0);
+  at::Tensor precomputed = at::linear(input, params[0], ih_bias);
   if (reverse) precomputed = precomputed.flip(0);
   std::vector<at::Tensor> steps;
   for (const at::Tensor& step_input : precomputed.unbind(0)) {
-    auto gates = (at::linear(hx, hh_weight, hh_bias) + step_input).chunk(4, 2);
-    at::Tensor cy = gates[1].sigmoid() * cx + gates[0].sigmoid() * gates[2].tanh();
-    hx = gates[3].sigmoid() * cy.tanh();
-    cx = cy;
-    steps.push_back(hx);
+    state = cell(step_input, state, params[1], hh_bias);
+    steps.push_back(state[0]);
   }
   if (reverse) std::reverse(steps.begin(), steps.end());
-  return {at::cat(steps, 0), at::stack({hx.squeeze(0), cx.squeeze(0)})};
+  for (at::Tensor& s : state) s = s.squeeze(0);
+  return {at::cat(steps, 0), std::move(state)};
+}
+
+// Every layer and direction. `hx`: per kind of state (h; h and c), [layers * directions, batch,
+// hidden]. Returns the output and, per kind, the final states stacked as hx is.
+std::pair<at::Tensor, std::vector<at::Tensor>> traced_recurrent(const char* op, const at::Tensor& input,
+                                                                at::TensorList hx, at::TensorList params,
+                                                                bool has_biases, int64_t num_layers, double dropout,
+                                                                bool train, bool bidirectional, bool batch_first,
+                                                                RecurrentCell cell) {
+  const std::size_t group = has_biases ? 4 : 2;
+  const int64_t directions = bidirectional ? 2 : 1;
+  TORCH_CHECK(params.size() == group * static_cast<std::size_t>(num_layers * directions), op, ": expected ",
+              group * num_layers * directions, " parameters, got ", params.size());
+  at::Tensor layer_input = batch_first ? input.transpose(0, 1) : input;
+  std::vector<std::vector<at::Tensor>> finals(hx.size());
+  for (int64_t layer = 0; layer < num_layers; ++layer) {
+    std::vector<at::Tensor> outputs;
+    for (int64_t direction = 0; direction < directions; ++direction) {
+      const int64_t index = layer * directions + direction;
+      std::vector<at::Tensor> initial;
+      for (const at::Tensor& h : hx) initial.push_back(h[index]);
+      auto [out, state] = traced_recurrent_layer(layer_input, std::move(initial), params.slice(index * group, group),
+                                                 has_biases, direction == 1, cell);
+      outputs.push_back(out);
+      for (std::size_t kind = 0; kind < state.size(); ++kind) finals[kind].push_back(state[kind]);
+    }
+    layer_input = bidirectional ? at::cat(outputs, outputs[0].dim() - 1) : outputs[0];
+    if (dropout != 0 && train && layer < num_layers - 1) layer_input = at::dropout(layer_input, dropout, true);
+  }
+  std::vector<at::Tensor> stacked;
+  stacked.reserve(finals.size());
+  for (const auto& states : finals) stacked.push_back(at::stack(states, 0));
+  return {batch_first ? layer_input.transpose(0, 1) : layer_input, std::move(stacked)};
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> traced_lstm(const at::Tensor& input, at::TensorList hx,
@@ -88,38 +153,33 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> traced_lstm(const at::Tensor& inp
                                                            double dropout, bool train, bool bidirectional,
                                                            bool batch_first) {
   TORCH_CHECK(hx.size() == 2, "lstm expects two hidden states, got ", hx.size());
-  const std::size_t group = has_biases ? 4 : 2;
-  const int64_t directions = bidirectional ? 2 : 1;
   if (hx[0].size(2) != hx[1].size(2)) {
     // Projections: libtorch's own composite, whose ops still go through autograd (excluding the
     // autograd key around at::lstm instead would record them without gradients).
     return at::native::lstm(input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first);
   }
-  TORCH_CHECK(params.size() == group * static_cast<std::size_t>(num_layers * directions), "lstm: expected ",
-              group * num_layers * directions, " parameters, got ", params.size());
-  at::Tensor layer_input = batch_first ? input.transpose(0, 1) : input;
-  std::vector<at::Tensor> final_h, final_c;
-  for (int64_t layer = 0; layer < num_layers; ++layer) {
-    std::vector<at::Tensor> outputs;
-    for (int64_t direction = 0; direction < directions; ++direction) {
-      const int64_t index = layer * directions + direction;
-      auto [out, state] = traced_lstm_layer(layer_input, hx[0][index], hx[1][index], params.slice(index * group, group),
-                                            has_biases, direction == 1);
-      outputs.push_back(out);
-      final_h.push_back(state[0]);
-      final_c.push_back(state[1]);
-    }
-    layer_input = bidirectional ? at::cat(outputs, outputs[0].dim() - 1) : outputs[0];
-    if (dropout != 0 && train && layer < num_layers - 1) layer_input = at::dropout(layer_input, dropout, true);
-  }
-  at::Tensor output = batch_first ? layer_input.transpose(0, 1) : layer_input;
-  return {output, at::stack(final_h, 0), at::stack(final_c, 0)};
+  auto [output, finals] = traced_recurrent("lstm", input, hx, params, has_biases, num_layers, dropout, train,
+                                           bidirectional, batch_first, &lstm_cell);
+  return {output, finals[0], finals[1]};
+}
+
+template <RecurrentCell Cell>
+std::tuple<at::Tensor, at::Tensor> traced_single_state(const at::Tensor& input, const at::Tensor& hx,
+                                                       at::TensorList params, bool has_biases, int64_t num_layers,
+                                                       double dropout, bool train, bool bidirectional,
+                                                       bool batch_first) {
+  auto [output, finals] = traced_recurrent(Cell == &gru_cell ? "gru" : "rnn", input, {hx}, params, has_biases,
+                                           num_layers, dropout, train, bidirectional, batch_first, Cell);
+  return {output, finals[0]};
 }
 
 TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
   m.impl("native_batch_norm", TORCH_FN(traced_native_batch_norm));
   m.impl("cudnn_batch_norm", TORCH_FN(traced_cudnn_batch_norm));
   m.impl("lstm.input", TORCH_FN(traced_lstm));
+  m.impl("gru.input", TORCH_FN(traced_single_state<&gru_cell>));
+  m.impl("rnn_tanh.input", TORCH_FN(traced_single_state<&simple_rnn_cell<&at::tanh>>));
+  m.impl("rnn_relu.input", TORCH_FN(traced_single_state<&simple_rnn_cell<&at::relu>>));
 }
 
 // The opposite case: ops that eager differentiates with their own autograd formula on the CPU

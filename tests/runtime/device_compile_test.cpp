@@ -149,6 +149,47 @@ TEST(DeviceCompile, LstmCellTakesTheFusedCudaKernel) {
   EXPECT_TRUE(ops.count("aten::_thnn_fused_lstm_cell_backward_impl")) << "backward";
 }
 
+TEST(DeviceCompile, GruAndRnnLayersTraceAsCellOpsWithoutAGpu) {
+  // Eager's gru/rnn_tanh ask cuDNN whether it takes the input, which needs a driver: traced as
+  // per-step cells instead (PyTorch's decompositions), every value on cuda:0.
+  for (const std::string kind : {"gru", "rnn_tanh"}) {
+    const int64_t gates = kind == "gru" ? 3 : 1;
+    auto c = compile_training(
+        kind,
+        [kind](const TensorList& a) {
+          using Layers = std::tuple<at::Tensor, at::Tensor> (*)(const at::Tensor&, const at::Tensor&, at::TensorList,
+                                                                bool, int64_t, double, bool, bool, bool);
+          const Layers run = kind == "gru" ? static_cast<Layers>(&at::gru) : static_cast<Layers>(&at::rnn_tanh);
+          auto [out, h] = run(a[0], a[1], {a[2], a[3], a[4], a[5]}, /*has_biases=*/true, 1, 0.0, /*train=*/true,
+                              /*bidirectional=*/false, /*batch_first=*/true);
+          return TensorList{out.sum() + h.sum()};
+        },
+        {on(kCuda0, {2, 3, 4}), on(kCuda0, {1, 2, 5}), on(kCuda0, {gates * 5, 4}, true),
+         on(kCuda0, {gates * 5, 5}, true), on(kCuda0, {gates * 5}, true), on(kCuda0, {gates * 5}, true)});
+    expect_all_graphs(c, all_cuda);
+    EXPECT_EQ(total_cpu_fallback_calls(c.output.state()->cpu_fallbacks), 0u) << kind;
+    for (const Node* n : c.joint().nodes()) {
+      EXPECT_NE(n->qualified_name(), "aten::" + kind + ".input");
+      EXPECT_EQ(n->qualified_name().find("cudnn"), std::string::npos) << n->qualified_name();
+    }
+  }
+}
+
+TEST(DeviceCompile, WeightNormTakesTheFusedKernel) {
+  // torch.nn.utils.weight_norm over the first dimension: _weight_norm_interface and its backward,
+  // traced on aotpipe's Meta kernels.
+  auto c = compile_training(
+      "weight_norm",
+      [](const TensorList& a) { return TensorList{at::conv1d(a[0], at::_weight_norm(a[1], a[2], 0)).sum()}; },
+      {on(kCuda0, {2, 4, 9}, true), on(kCuda0, {6, 4, 3}, true), on(kCuda0, {6, 1, 1}, true)});
+  expect_all_graphs(c, all_cuda);
+  std::set<std::string> ops;
+  for (const Node* n : c.joint().nodes()) ops.insert(n->qualified_name());
+  EXPECT_TRUE(ops.count("aten::_weight_norm_interface")) << "forward";
+  EXPECT_TRUE(ops.count("aten::_weight_norm_interface_backward")) << "backward";
+  EXPECT_EQ(total_cpu_fallback_calls(c.output.state()->cpu_fallbacks), 0u) << "no CPU stand-in ran";
+}
+
 TEST(DeviceCompile, MixedDevicesAreRejectedNamingOpAndInputs) {
   try {
     trace([](const TensorList& a) { return TensorList{at::mm(a[0], a[1])}; }, {on(kCuda0, {2, 3}), on(kCpu, {3, 2})});

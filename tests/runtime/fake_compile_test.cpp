@@ -15,6 +15,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <set>
+#include <string>
+
 namespace aotpipe {
 namespace {
 
@@ -171,6 +174,60 @@ TEST(LstmDecompositionTest, ProjectionsKeepTheirGradients) {
     EXPECT_TRUE(at::allclose(compiled_inputs[i].grad(), eager_inputs[i].grad(), 1e-4, 1e-5)) << "input " << i;
   }
 }
+
+// gru and rnn_tanh/rnn_relu are traced as per-step cells (PyTorch's gru_impl and rnn_*_input
+// decompositions), as the LSTM is: two layers, both directions, batch first; the compiled
+// training step must give eager's outputs and every weight's gradient.
+class RecurrentDecompositionTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(RecurrentDecompositionTest, MatchesEagerWithGradients) {
+  const std::string kind = GetParam();
+  constexpr int64_t batch = 2, steps = 3, features = 4, hidden = 5, layers = 2;
+  const int64_t gates = kind == "gru" ? 3 : 1;
+  at::manual_seed(0);
+  TensorList inputs = {at::randn({batch, steps, features}), at::randn({2 * layers, batch, hidden})};
+  for (int64_t layer = 0; layer < layers; ++layer)
+    for (int direction = 0; direction < 2; ++direction) {
+      const int64_t in = layer == 0 ? features : 2 * hidden;
+      for (auto sizes :
+           {std::vector<int64_t>{gates * hidden, in}, {gates * hidden, hidden}, {gates * hidden}, {gates * hidden}})
+        inputs.push_back(at::randn(sizes).requires_grad_());
+    }
+  auto fresh = [&] {
+    TensorList copy;
+    for (const at::Tensor& t : inputs) copy.push_back(t.detach().clone().requires_grad_(t.requires_grad()));
+    return copy;
+  };
+  Function fn = [kind](const TensorList& a) {
+    const std::vector<at::Tensor> params(a.begin() + 2, a.end());
+    using Layers = std::tuple<at::Tensor, at::Tensor> (*)(const at::Tensor&, const at::Tensor&, at::TensorList, bool,
+                                                          int64_t, double, bool, bool, bool);
+    const Layers run = kind == "gru"        ? static_cast<Layers>(&at::gru)
+                       : kind == "rnn_tanh" ? static_cast<Layers>(&at::rnn_tanh)
+                                            : static_cast<Layers>(&at::rnn_relu);
+    auto [out, h] = run(a[0], a[1], params, /*has_biases=*/true, layers, 0.0, /*train=*/true,
+                        /*bidirectional=*/true, /*batch_first=*/true);
+    return TensorList{out, h, (out * out).sum() + h.sum()};
+  };
+  const TensorList eager_inputs = fresh(), compiled_inputs = fresh();
+  const TensorList eager = fn(eager_inputs);
+  eager[2].backward();
+  CompileOutput compiled = compile(kind, fn, compiled_inputs);
+  std::set<std::string> ops;
+  for (const Node* n : compiled.state()->traced.joint->graph.nodes()) ops.insert(n->qualified_name());
+  EXPECT_FALSE(ops.count("aten::" + kind + ".input")) << "the layer op was traced as it is";
+  const TensorList got = compiled.runtime(compiled_inputs);
+  for (std::size_t k = 0; k < 2; ++k)
+    EXPECT_TRUE(at::allclose(got[k], eager[k], 1e-5, 1e-6)) << kind << " output " << k;
+  got[2].backward();
+  for (std::size_t i = 2; i < inputs.size(); ++i) {
+    ASSERT_TRUE(compiled_inputs[i].grad().defined()) << kind << " input " << i;
+    EXPECT_GT(eager_inputs[i].grad().abs().sum().item<double>(), 0) << kind << " input " << i;
+    EXPECT_TRUE(at::allclose(compiled_inputs[i].grad(), eager_inputs[i].grad(), 1e-4, 1e-5)) << kind << " input " << i;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, RecurrentDecompositionTest, ::testing::Values("gru", "rnn_tanh", "rnn_relu"));
 
 }  // namespace
 }  // namespace aotpipe

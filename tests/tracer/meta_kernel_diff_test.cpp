@@ -489,6 +489,32 @@ std::map<std::string, std::function<Samples()>> sample_table() {
       }
     });
   };
+  // Weight norm over the first or the last dimension (v in any layout; g shaped as
+  // torch.nn.utils.weight_norm makes it: v's sizes with ones except at dim).
+  auto weight_norm_cases =
+      [](const std::function<void(Samples&, const std::string&, const Tensor&, const Tensor&, int64_t)>& add) {
+        Samples s;
+        for_each_tensor({{4, 3, 5}, {6, 7}, {5}}, {at::kFloat, at::kDouble, at::kBFloat16},
+                        [&](const std::string& l, const Tensor& v) {
+                          for (int64_t dim : {int64_t{0}, v.dim() - 1}) {
+                            std::vector<int64_t> g_sizes(static_cast<std::size_t>(v.dim()), 1);
+                            g_sizes[static_cast<std::size_t>(dim)] = v.size(dim);
+                            add(s, fmt::format("{} dim={}", l, dim), v, randn(g_sizes, v.scalar_type()), dim);
+                          }
+                        });
+        return s;
+      };
+  t["aten::_weight_norm_interface"] = [weight_norm_cases] {
+    return weight_norm_cases([](Samples& s, const std::string& l, const Tensor& v, const Tensor& g, int64_t dim) {
+      s.push_back({l, {v, g, dim}});
+    });
+  };
+  t["aten::_weight_norm_interface_backward"] = [weight_norm_cases] {
+    return weight_norm_cases([](Samples& s, const std::string& l, const Tensor& v, const Tensor& g, int64_t dim) {
+      auto [w, norms] = at::_weight_norm_interface(v, g, dim);
+      s.push_back({l, {randn(v.sizes(), v.scalar_type()), v, g, norms, dim}});
+    });
+  };
   // Convolution.
   struct ConvCase {
     std::string label;

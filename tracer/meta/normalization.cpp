@@ -1,4 +1,4 @@
-// Meta kernels of batch, layer and group normalization and their backwards, as the CPU kernels
+// Meta kernels of batch, layer, group and weight normalization and their backwards, as the CPU kernels
 // allocate: outputs in the input's suggested memory format (layer norm: contiguous), statistics
 // [C], [M...,1...] or [N, groups] in the parameter dtype (float for a Half/BFloat16 input with
 // float parameters: the "mixed type" case).
@@ -7,6 +7,7 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
+#include <ATen/ops/empty_strided.h>
 
 namespace aotpipe::detail {
 namespace {
@@ -202,6 +203,29 @@ std::tuple<Tensor, Tensor, Tensor> native_group_norm_backward_meta(const Tensor&
   return {grad_input, grad_weight, grad_bias};
 }
 
+// ---- weight norm ------------------------------------------------------------------------------
+// The fused kernel _weight_norm picks when `dim` is the first or last (torch.nn.utils.weight_norm
+// and parametrizations.weight_norm; Wav2Vec2's positional convolution): w contiguous, the norms
+// in g's sizes and strides, in float for a bfloat16 g (WeightNorm.cpp; PyTorch's decomposition).
+std::tuple<Tensor, Tensor> weight_norm_interface_meta(const Tensor& v, const Tensor& g, int64_t dim) {
+  TORCH_CHECK(v.dim() > 0 && (dim == 0 || dim == v.dim() - 1), "_weight_norm_interface: dim ", dim,
+              " is neither the first nor the last of v's ", v.dim(), " dimensions");
+  const at::ScalarType norm_dtype = g.scalar_type() == at::kBFloat16 ? at::kFloat : g.scalar_type();
+  return {at::empty_like(v, at::MemoryFormat::Contiguous),
+          at::empty_strided(g.sizes(), g.strides(), g.options().dtype(norm_dtype))};
+}
+
+std::tuple<Tensor, Tensor> weight_norm_interface_backward_meta(const Tensor& grad_w, const Tensor& saved_v,
+                                                               const Tensor& saved_g, const Tensor& saved_norms,
+                                                               int64_t /*dim*/) {
+  TORCH_CHECK(grad_w.sizes() == saved_v.sizes(), "_weight_norm_interface_backward: grad_w ", grad_w.sizes(),
+              " and saved_v ", saved_v.sizes(), " differ");
+  TORCH_CHECK(saved_v.is_contiguous(), "saved_v must be contiguous");
+  TORCH_CHECK(saved_g.is_contiguous(), "saved_g must be contiguous");
+  TORCH_CHECK(saved_norms.is_contiguous(), "saved_norm must be contiguous");
+  return {at::empty_like(saved_v, at::MemoryFormat::Contiguous), at::empty_like(saved_g, at::MemoryFormat::Contiguous)};
+}
+
 }  // namespace
 
 void register_normalization_meta(MetaRegistrar& m) {
@@ -214,6 +238,8 @@ void register_normalization_meta(MetaRegistrar& m) {
   m.impl("native_layer_norm_backward", TORCH_FN(native_layer_norm_backward_meta));
   m.impl("native_group_norm", TORCH_FN(native_group_norm_meta));
   m.impl("native_group_norm_backward", TORCH_FN(native_group_norm_backward_meta));
+  m.impl("_weight_norm_interface", TORCH_FN(weight_norm_interface_meta));
+  m.impl("_weight_norm_interface_backward", TORCH_FN(weight_norm_interface_backward_meta));
 }
 
 }  // namespace aotpipe::detail
