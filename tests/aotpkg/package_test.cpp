@@ -3,6 +3,7 @@
 // gradients, buffers after the step); several sets of sizes; and every kind of bad package
 // (truncated, corrupted, another format version, torch version, artifact schema, device or
 // backend, weights missing, a call with sizes the package lacks), each a PackageError naming it.
+#include "../runtime/temp_dir.h"
 #include "pt2_test_support.h"
 
 #include <aotpipe/export/compiled_exported_program.h>
@@ -21,7 +22,6 @@
 #include <random>
 #include <string>
 #include <thread>
-#include <unistd.h>
 
 namespace aotpipe {
 namespace {
@@ -29,13 +29,10 @@ namespace {
 using ::testing::HasSubstr;
 using testing::pt2_dir;
 
+// One folder for the process's packages, removed with them at exit.
 std::filesystem::path scratch_dir() {
-  static const std::filesystem::path dir = [] {
-    auto d = std::filesystem::temp_directory_path() / ("aotpipe-package-test-" + std::to_string(::getpid()));
-    std::filesystem::create_directories(d);
-    return d;
-  }();
-  return dir;
+  static const testing::TempDir dir;
+  return dir.path;
 }
 
 std::filesystem::path package_of(const std::string& model, const PackageOptions& options = {}) {
