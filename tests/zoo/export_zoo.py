@@ -133,8 +133,9 @@ RANDOM_OPS = ("rand", "randn", "randint", "randperm", "bernoulli", "normal", "un
 
 
 def random_ops(ep):
-    """Random ops in the exported graph (HOP subgraphs included): a dropout with p == 0 is
-    harmless; anything else makes eager's answer unrepeatable."""
+    """Random ops in the exported graph (HOP subgraphs included): a dropout with p == 0 and a draw
+    nobody reads (Wav2Vec2's encoder draws its LayerDrop numbers in eval mode too) are harmless;
+    anything else makes eager's answer unrepeatable."""
     found = []
     for gm in ep.graph_module.modules():
         graph = getattr(gm, "graph", None)
@@ -147,6 +148,8 @@ def random_ops(ep):
             if base not in RANDOM_OPS:
                 continue
             if base.endswith("dropout") and len(n.args) > 1 and n.args[1] == 0.0:
+                continue
+            if not n.users:
                 continue
             found.append(f"{n.target}{tuple(a for a in n.args[1:] if not isinstance(a, torch.fx.Node))}")
     return found
@@ -233,6 +236,70 @@ def tied_pairs(model):
 # ----------------------------------------------------------------------------------------------
 
 
+class NnRecurrentTagger(nn.Module):
+    """Embedding, a two-layer bidirectional LSTM, then a GRU: torch.export writes their cells out
+    step by step (addmm, unsafe_split into gates, sigmoid, tanh)."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(VOCAB, 16)
+        self.lstm = nn.LSTM(16, 24, num_layers=2, batch_first=True, bidirectional=True)
+        self.gru = nn.GRU(48, 16, batch_first=True)
+        self.head = nn.Linear(16, 5)
+
+    def forward(self, ids):
+        x, _ = self.lstm(self.emb(ids))
+        x, h = self.gru(x)
+        return self.head(x), h
+
+
+class NnTinyUNet(nn.Module):
+    """An encoder-decoder of the layers segmentation models use that the zoo's libraries do not:
+    InstanceNorm, GroupNorm, reflect padding, ConvTranspose2d, PixelShuffle, ELU, LeakyReLU,
+    bilinear interpolation with align_corners, log_softmax."""
+
+    def __init__(self):
+        super().__init__()
+        self.down = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.InstanceNorm2d(8, affine=True), nn.LeakyReLU(0.1))
+        self.pool = nn.MaxPool2d(2)
+        self.mid = nn.Sequential(nn.Conv2d(8, 16, 3, padding=1, padding_mode="reflect"), nn.GroupNorm(4, 16), nn.ELU())
+        self.up = nn.ConvTranspose2d(16, 8, 2, stride=2)
+        self.shuffle = nn.Sequential(nn.Conv2d(16, 12, 1), nn.PixelShuffle(2))
+        self.out = nn.Conv2d(3, 2, 3, padding=1)
+
+    def forward(self, x):
+        d = self.down(x)
+        u = torch.cat([self.up(self.mid(self.pool(d))), d], 1)
+        s = nn.functional.interpolate(self.shuffle(u), size=x.shape[-2:], mode="bilinear", align_corners=True)
+        return torch.log_softmax(self.out(s), dim=1)
+
+
+class NnTransformerEncoder(nn.Module):
+    """torch.nn.TransformerEncoder (pre-norm, GELU) over embeddings, with a key padding mask."""
+
+    def __init__(self):
+        super().__init__()
+        layer = nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True, norm_first=True,
+                                           activation="gelu")
+        self.enc = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+        self.emb = nn.Embedding(VOCAB, 32)
+
+    def forward(self, ids, mask):
+        return self.enc(self.emb(ids), src_key_padding_mask=mask == 0)
+
+
+def torch_nn_models():
+    return [
+        ("nn_lstm_gru", "torch.nn", "NnRecurrentTagger: Embedding, LSTM(16, 24, 2 layers, bidirectional), GRU(48, 16)",
+         lambda: ZooWrapper(NnRecurrentTagger()), tokens()),
+        ("nn_unet", "torch.nn", "NnTinyUNet: InstanceNorm, GroupNorm, ConvTranspose2d, PixelShuffle, interpolate",
+         lambda: ZooWrapper(NnTinyUNet()), images(16)),
+        ("nn_transformer_encoder", "torch.nn",
+         "NnTransformerEncoder: TransformerEncoder(TransformerEncoderLayer(32, 4, 64, norm_first=True), 2)",
+         lambda: ZooWrapper(NnTransformerEncoder()), tokens(mask=True)),
+    ]
+
+
 def tv(ctor, **kw):
     return lambda: ZooWrapper(ctor(**kw))
 
@@ -247,6 +314,8 @@ def torchvision_models():
     from torchvision.models.efficientnet import _efficientnet_conf
     from torchvision.models.segmentation.lraspp import _lraspp_mobilenetv3
     from torchvision.models.detection.backbone_utils import BackboneWithFPN
+    from torchvision.models.video import VideoResNet
+    from torchvision.models.video.resnet import BasicBlock as VideoBasicBlock, Conv2Plus1D, R2Plus1dStem
     from torchvision.ops.misc import FrozenBatchNorm2d
     from torchvision.ops.feature_pyramid_network import LastLevelMaxPool
     M = torchvision.models
@@ -323,6 +392,15 @@ def torchvision_models():
          "torchvision.models.detection.backbone_utils.BackboneWithFPN(ResNet(BasicBlock, [1,1,1,1], "
          "norm_layer=FrozenBatchNorm2d), layer1..3, out_channels=32, LastLevelMaxPool())",
          fpn_backbone, images(64)),
+        ("tv_r2plus1d", "torchvision",
+         "torchvision.models.video.VideoResNet(BasicBlock, [Conv2Plus1D]*4, [1,1,1,1], R2Plus1dStem, num_classes=5)",
+         tv(VideoResNet, block=VideoBasicBlock, conv_makers=[Conv2Plus1D] * 4, layers=[1, 1, 1, 1],
+            stem=R2Plus1dStem, num_classes=5),
+         lambda: (torch.randn(BATCH, 3, 4, 16, 16, generator=gen(1)),)),
+        ("tv_googlenet", "torchvision",
+         "torchvision.models.googlenet(num_classes=10, aux_logits=True, init_weights=True, dropout=0, dropout_aux=0)",
+         tv(M.googlenet, num_classes=10, aux_logits=True, init_weights=True, dropout=0.0, dropout_aux=0.0),
+         images(64)),
     ]
 
 
@@ -398,10 +476,11 @@ def hf_models():
         """LayerDrop draws `torch.rand([]) < layerdrop` in training mode, a data-dependent branch
         torch.export cannot trace (even at layerdrop 0). The `_no_layerdrop` variants put only the
         modules that draw it (BartEncoder, OPTDecoder, WhisperEncoder, ...: those with a
-        `layerdrop` attribute) in eval mode; their children stay in training mode. With every
-        dropout probability 0 that changes nothing else."""
+        `layerdrop` attribute; Wav2Vec2Encoder, which reads its config's) in eval mode; their
+        children stay in training mode. With every dropout probability 0 that changes nothing
+        else."""
         for mod in model.modules():
-            if hasattr(mod, "layerdrop"):
+            if hasattr(mod, "layerdrop") or type(mod).__name__ == "Wav2Vec2Encoder":
                 mod.training = False
 
     def ctor(model_cls, config_cls, **cfg):
@@ -422,6 +501,15 @@ def hf_models():
 
     def audio(m, x):
         return m(input_features=x, return_dict=False)
+
+    def labels_are_ids(m, ids):
+        return m(input_ids=ids, labels=ids, use_cache=False, return_dict=False)
+
+    def waveform(m, x):
+        return m(input_values=x, return_dict=False)
+
+    def text_and_image(m, ids, mask, px):
+        return m(input_ids=ids, attention_mask=mask, pixel_values=px, return_dict=False)[:2]
 
     small_decoder = dict(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
@@ -477,11 +565,50 @@ def hf_models():
               max_source_positions=16, max_target_positions=16, dropout=0.0, attention_dropout=0.0,
               activation_dropout=0.0, encoder_layerdrop=0.0, decoder_layerdrop=0.0, num_labels=3,
               classifier_proj_size=16, use_cache=False)),
+        # The loss inside the forward, as Trainer computes it: cross_entropy of shifted labels.
+        ("hf_gpt2_labels", T.GPT2LMHeadModel, T.GPT2Config, labels_are_ids, tokens(),
+         dict(vocab_size=VOCAB, n_positions=32, n_embd=32, n_layer=2, n_head=2, n_inner=64, resid_pdrop=0.0,
+              embd_pdrop=0.0, attn_pdrop=0.0, use_cache=False)),
+        ("hf_mobilebert", T.MobileBertForSequenceClassification, T.MobileBertConfig, ids_mask, tokens(mask=True),
+         dict(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32,
+              embedding_size=16, intra_bottleneck_size=16, true_hidden_size=16, num_feedforward_networks=2,
+              hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, classifier_dropout=0.0, num_labels=3)),
+        ("hf_gemma", T.GemmaForCausalLM, T.GemmaConfig, ids_only, tokens(), dict(small_decoder, head_dim=8)),
+        ("hf_phi", T.PhiForCausalLM, T.PhiConfig, ids_only, tokens(),
+         dict(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+              resid_pdrop=0.0, embd_pdrop=0.0, attention_dropout=0.0, partial_rotary_factor=0.5, use_cache=False)),
+        ("hf_gptj", T.GPTJForCausalLM, T.GPTJConfig, ids_only, tokens(),
+         dict(vocab_size=VOCAB, n_positions=32, n_embd=32, n_layer=2, n_head=4, rotary_dim=4, resid_pdrop=0.0,
+              embd_pdrop=0.0, attn_pdrop=0.0, use_cache=False)),
+        # ALiBi position biases (baddbmm).
+        ("hf_bloom", T.BloomForCausalLM, T.BloomConfig, ids_only, tokens(),
+         dict(vocab_size=VOCAB, hidden_size=32, n_layer=2, n_head=4, hidden_dropout=0.0, attention_dropout=0.0,
+              use_cache=False)),
+        # A selective state-space model: its scan is a Python loop over the sequence (no CUDA kernels
+        # on the CPU), written out step by step.
+        ("hf_mamba", T.MambaForCausalLM, T.MambaConfig, ids_only, tokens(),
+         dict(vocab_size=VOCAB, hidden_size=32, state_size=8, num_hidden_layers=2, expand=2, conv_kernel=4,
+              use_cache=False)),
+        # Two towers and two inputs of different kinds; logit_scale's exp.
+        ("hf_clip", T.CLIPModel, T.CLIPConfig, text_and_image, lambda: tokens(mask=True)() + images(32)(),
+         dict(text_config=dict(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                               num_attention_heads=2, max_position_embeddings=16),
+              vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+                                 image_size=32, patch_size=8),
+              projection_dim=16)),
+        # Raw audio: strided Conv1d feature extractor with GroupNorm, a weight-normed grouped
+        # positional convolution.
+        ("hf_wav2vec2", T.Wav2Vec2ForCTC, T.Wav2Vec2Config, waveform,
+         lambda: (torch.randn(BATCH, 400, generator=gen(4)),),
+         dict(vocab_size=12, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+              conv_dim=(16, 16), conv_stride=(5, 2), conv_kernel=(10, 3), num_conv_pos_embeddings=8,
+              num_conv_pos_embedding_groups=4, hidden_dropout=0.0, activation_dropout=0.0, attention_dropout=0.0,
+              feat_proj_dropout=0.0, final_dropout=0.0, layerdrop=0.0, mask_time_prob=0.0)),
     ]
     models = [(name, "transformers", ctor(model_cls, config_cls, **cfg), lm(model_cls, config_cls, call, **cfg),
                inputs) for name, model_cls, config_cls, call, inputs, cfg in specs]
     for name, model_cls, config_cls, call, inputs, cfg in specs:
-        if name in ("hf_opt", "hf_bart", "hf_whisper_audio_cls"):
+        if name in ("hf_opt", "hf_bart", "hf_whisper_audio_cls", "hf_wav2vec2"):
             models.append((name + "_no_layerdrop", "transformers",
                            ctor(model_cls, config_cls, **cfg) + " with the LayerDrop modules' training=False",
                            lm(model_cls, config_cls, call, after_train=no_layerdrop, **cfg), inputs))
@@ -489,7 +616,7 @@ def hf_models():
 
 
 def all_models():
-    return torchvision_models() + timm_models() + hf_models()
+    return torch_nn_models() + torchvision_models() + timm_models() + hf_models()
 
 
 # ----------------------------------------------------------------------------------------------
