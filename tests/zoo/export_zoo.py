@@ -333,6 +333,21 @@ def torchvision_models():
         backbone = M.mobilenet_v3_large(weights=None, dilated=True, width_mult=0.5)
         return ZooWrapper(_lraspp_mobilenetv3(backbone, num_classes=4), lambda m, x: m(x)["out"])
 
+    def r2plus1d_two_layers():
+        # R(2+1)D's stem and first two stages: its widths are fixed, and layer3/4 hold 94% of its
+        # 12.5M parameters without adding a kind of op.
+        net = VideoResNet(VideoBasicBlock, [Conv2Plus1D] * 4, [1, 1, 1, 1], R2Plus1dStem, num_classes=5)
+        net.layer3, net.layer4, net.fc = nn.Identity(), nn.Identity(), nn.Linear(128, 5)
+        return ZooWrapper(net)
+
+    def googlenet_small_aux():
+        # GoogLeNet with its two auxiliary heads (three outputs in training), their 2048x1024
+        # layers narrowed to 2048x64: 4M parameters fewer, the same ops.
+        net = M.googlenet(num_classes=10, aux_logits=True, init_weights=True, dropout=0.0, dropout_aux=0.0)
+        for aux in (net.aux1, net.aux2):
+            aux.fc1, aux.fc2 = nn.Linear(2048, 64), nn.Linear(64, 10)
+        return ZooWrapper(net)
+
     def fpn_backbone():
         body = ResNet(BasicBlock, [1, 1, 1, 1], norm_layer=FrozenBatchNorm2d)
         fpn = BackboneWithFPN(body, return_layers={"layer1": "0", "layer2": "1", "layer3": "2"},
@@ -393,14 +408,11 @@ def torchvision_models():
          "norm_layer=FrozenBatchNorm2d), layer1..3, out_channels=32, LastLevelMaxPool())",
          fpn_backbone, images(64)),
         ("tv_r2plus1d", "torchvision",
-         "torchvision.models.video.VideoResNet(BasicBlock, [Conv2Plus1D]*4, [1,1,1,1], R2Plus1dStem, num_classes=5)",
-         tv(VideoResNet, block=VideoBasicBlock, conv_makers=[Conv2Plus1D] * 4, layers=[1, 1, 1, 1],
-            stem=R2Plus1dStem, num_classes=5),
-         lambda: (torch.randn(BATCH, 3, 4, 16, 16, generator=gen(1)),)),
+         "torchvision.models.video.VideoResNet(BasicBlock, [Conv2Plus1D]*4, [1,1,1,1], R2Plus1dStem), layer3 and "
+         "layer4 removed, fc 128->5", r2plus1d_two_layers, lambda: (torch.randn(BATCH, 3, 4, 16, 16, generator=gen(1)),)),
         ("tv_googlenet", "torchvision",
-         "torchvision.models.googlenet(num_classes=10, aux_logits=True, init_weights=True, dropout=0, dropout_aux=0)",
-         tv(M.googlenet, num_classes=10, aux_logits=True, init_weights=True, dropout=0.0, dropout_aux=0.0),
-         images(64)),
+         "torchvision.models.googlenet(num_classes=10, aux_logits=True, init_weights=True, dropout=0, dropout_aux=0), "
+         "aux fc1 2048->64", googlenet_small_aux, images(64)),
     ]
 
 
@@ -438,12 +450,41 @@ def timm_models():
         ("timm_mobilevit_xxs", "mobilevit_xxs", dict(num_classes=10), 64),
         ("timm_swin", "swin_tiny_patch4_window7_224",
          dict(img_size=32, window_size=4, embed_dim=16, depths=(2, 2), num_heads=(2, 4), num_classes=10), 32),
+        # Attention biases gathered by an index buffer; hard-swish; BatchNorm on linear layers.
+        ("timm_levit_128s", "levit_128s",
+         dict(num_classes=10, img_size=64, embed_dim=(32, 48, 64), key_dim=8, num_heads=(2, 3, 4), depth=(1, 1, 1)), 64),
+        # Rotary position embeddings on patches, SwiGLU.
+        ("timm_eva02_tiny", "eva02_tiny_patch14_224",
+         dict(num_classes=10, img_size=28, depth=2, embed_dim=48, num_heads=3), 28),
+        # Relative position bias tables.
+        ("timm_beit", "beit_base_patch16_224",
+         dict(num_classes=10, img_size=32, patch_size=8, depth=2, embed_dim=48, num_heads=3), 32),
+        # Train-time over-parameterised mobile blocks, large-kernel depthwise convolutions.
+        ("timm_fastvit_t8", "fastvit_t8", dict(num_classes=10, layers=(1, 1, 1, 1), embed_dims=(16, 32, 64, 128)), 64),
+        # ReLU linear attention (matmuls with padding, division by a sum).
+        ("timm_efficientvit_b0", "efficientvit_b0",
+         dict(num_classes=10, widths=(8, 16, 32, 64, 128), depths=(1, 1, 1, 1, 1), head_dim=16, head_widths=(256, 256)),
+         64),
     ]
     models = [(name, "timm", ctor(arch, **kw), create(arch, **kw), images(size)) for name, arch, kw, size in specs]
 
     # Two whose registered builders fix the arguments to reduce: their classes, built directly.
     from timm.models.mlp_mixer import MlpMixer
     from timm.models.metaformer import MetaFormer, GroupNorm1
+    from timm.models.convmixer import ConvMixer
+    from timm.models.nfnet import NormFreeNet, NfCfg
+
+    # Weight-standardised convolutions (batch_norm over each weight), no BatchNorm: nf_regnet_b0's
+    # block kinds at a fraction of its widths.
+    nf_cfg = dict(depths=(1, 1, 1, 1), channels=(16, 32, 48, 64), stem_chs=16, stem_type="deep_quad", group_size=8,
+                  bottle_ratio=0.5, extra_conv=True, act_layer="silu", attn_layer="se", attn_kwargs=dict(rd_ratio=0.5))
+    models.append(("timm_nf_regnet", "timm", f"timm.models.nfnet.NormFreeNet(NfCfg(**{nf_cfg!r}), num_classes=10)",
+                   lambda: ZooWrapper(NormFreeNet(NfCfg(**nf_cfg), num_classes=10)), images(64)))
+
+    models.append(("timm_convmixer", "timm",
+                   "timm.models.convmixer.ConvMixer(dim=32, depth=2, kernel_size=5, patch_size=4, num_classes=10)",
+                   lambda: ZooWrapper(ConvMixer(dim=32, depth=2, kernel_size=5, patch_size=4, num_classes=10)),
+                   images(32)))
 
     models.insert(8, ("timm_mixer", "timm",
                       "timm.models.mlp_mixer.MlpMixer(img_size=32, patch_size=8, num_blocks=2, embed_dim=64, "
@@ -596,6 +637,53 @@ def hf_models():
               vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
                                  image_size=32, patch_size=8),
               projection_dim=16)),
+        ("hf_falcon", T.FalconForCausalLM, T.FalconConfig, ids_only, tokens(),
+         dict(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+              new_decoder_architecture=True, num_kv_heads=2, hidden_dropout=0.0, attention_dropout=0.0,
+              use_cache=False)),
+        ("hf_stablelm", T.StableLmForCausalLM, T.StableLmConfig, ids_only, tokens(),
+         dict(small_decoder, qk_layernorm=True, partial_rotary_factor=0.5)),
+        ("hf_gpt_neox", T.GPTNeoXForCausalLM, T.GPTNeoXConfig, ids_only, tokens(),
+         dict(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+              rotary_pct=0.5, hidden_dropout=0.0, attention_dropout=0.0, use_cache=False)),
+        # Rotary embeddings and token dropout's rescaling by the share of mask tokens.
+        ("hf_esm", T.EsmForMaskedLM, T.EsmConfig, ids_mask, tokens(mask=True),
+         dict(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+              position_embedding_type="rotary", hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+              mask_token_id=2, pad_token_id=1, token_dropout=True, max_position_embeddings=32)),
+        # Two-stream relative attention (einsum).
+        ("hf_xlnet", T.XLNetLMHeadModel, T.XLNetConfig,
+         lambda m, ids: m(input_ids=ids, use_mems=False, return_dict=False), tokens(),
+         dict(vocab_size=VOCAB, d_model=32, n_layer=2, n_head=2, d_inner=64, dropout=0.0, use_mems_train=False)),
+        # Cross-attention into a latent array.
+        ("hf_perceiver", T.PerceiverForMaskedLM, T.PerceiverConfig,
+         lambda m, ids, mask: m(inputs=ids, attention_mask=mask, return_dict=False), tokens(mask=True),
+         dict(num_latents=8, d_latents=32, d_model=32, num_blocks=1, num_self_attends_per_block=1,
+              num_self_attention_heads=2, num_cross_attention_heads=1, qk_channels=16, v_channels=32,
+              vocab_size=VOCAB, max_position_embeddings=SEQ, attention_probs_dropout_prob=0.0)),
+        # Position embeddings interpolated bicubically to the image; layer scale.
+        ("hf_dinov2", T.Dinov2Model, T.Dinov2Config, pixels, images(32),
+         dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, image_size=32, patch_size=8, mlp_ratio=2,
+              layerscale_value=0.5, drop_path_rate=0.0, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)),
+        # Attention over spatially reduced keys, an all-MLP decoder upsampling bilinearly.
+        ("hf_segformer", T.SegformerForSemanticSegmentation, T.SegformerConfig, pixels, images(64),
+         dict(num_encoder_blocks=2, depths=[1, 1], sr_ratios=[2, 1], hidden_sizes=[16, 32], patch_sizes=[7, 3],
+              strides=[4, 2], num_attention_heads=[1, 2], mlp_ratios=[2, 2], decoder_hidden_size=32, num_labels=3,
+              hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, classifier_dropout_prob=0.0,
+              drop_path_rate=0.0)),
+        # Global response normalisation (a norm over the spatial dimensions).
+        ("hf_convnextv2", T.ConvNextV2ForImageClassification, T.ConvNextV2Config, pixels, images(64),
+         dict(hidden_sizes=[16, 32], depths=[1, 1], num_stages=2, num_labels=10, drop_path_rate=0.0)),
+        # Cosine attention with a clamped learned scale; position bias from an MLP over log coordinates.
+        ("hf_swinv2", T.Swinv2ForImageClassification, T.Swinv2Config, pixels, images(32),
+         dict(image_size=32, patch_size=4, embed_dim=16, depths=[2, 2], num_heads=[2, 4], window_size=4,
+              num_labels=10, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, drop_path_rate=0.0)),
+        # Video: tubelets by a Conv3d, fixed sinusoidal positions.
+        ("hf_videomae", T.VideoMAEForVideoClassification, T.VideoMAEConfig, pixels,
+         lambda: (torch.randn(BATCH, 4, 3, 16, 16, generator=gen(1)),),
+         dict(image_size=16, patch_size=8, num_frames=4, tubelet_size=2, hidden_size=32, num_hidden_layers=2,
+              num_attention_heads=2, intermediate_size=64, num_labels=3, hidden_dropout_prob=0.0,
+              attention_probs_dropout_prob=0.0)),
         # Raw audio: strided Conv1d feature extractor with GroupNorm, a weight-normed grouped
         # positional convolution.
         ("hf_wav2vec2", T.Wav2Vec2ForCTC, T.Wav2Vec2Config, waveform,
