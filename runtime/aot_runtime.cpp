@@ -156,7 +156,11 @@ struct CompiledAutogradFunction : torch::autograd::Function<CompiledAutogradFunc
     return returns;
   }
 
-  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+  // `grad_outputs` by reference: libtorch's CppNode passes the vector it built and never reads it
+  // again (custom_function.h, CppNode_apply_functional), so moving a gradient out of it here
+  // releases it. Taken by value, its copy in CppNode kept every tangent alive through the whole
+  // compiled backward, where eager frees each after the first op that reads it.
+  static variable_list backward(AutogradContext* ctx, variable_list& grad_outputs) {
     const auto holder = c10::static_intrusive_pointer_cast<ArtifactsHolder>(ctx->saved_data["artifacts"].toCapsule());
     const CompiledArtifacts* a = holder->artifacts.get();
     const auto& returns_mask = a->autograd_returns;
