@@ -284,8 +284,9 @@ Interpreter::Interpreter(const Graph& graph, InterpreterOptions options) {
       instr.args.push_back(std::move(src));
     }
     if (options.reinplace) plan_reinplace(instr, node);
-    instr.fresh_results = std::all_of(node.outputs().begin(), node.outputs().end(),
-                                      [](const Value* out) { return memory_root(*out) == out; });
+    if (arena_device)  // only a run on the arena checks it
+      instr.fresh_results = std::all_of(node.outputs().begin(), node.outputs().end(),
+                                        [](const Value* out) { return memory_root(*out) == out; });
     if (instr.inplace) ++program->num_reinplaceable;
     if (auto it = out_calls.find(&node); it != out_calls.end() && planned_of[id_of(node.output())]) {
       attach_out_call(instr, node, it->second, *planned_of[id_of(node.output())]);
