@@ -101,6 +101,12 @@ const Value* allocation_of(const Value& v) {
   return root && !root->is_input() ? root : nullptr;
 }
 
+std::optional<std::size_t> viewed_argument(const Node& node, std::size_t k) {
+  const Origin origin = origin_of(node, k);
+  if (origin.kind != Origin::Kind::ViewOfArgument) return std::nullopt;
+  return origin.argument;
+}
+
 const Value* memory_root(const Value& v) {
   const Value* value = &v;
   for (;;) {

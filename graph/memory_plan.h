@@ -25,6 +25,10 @@ const Value* allocation_of(const Value& v);
 // The same walk, stopping at a graph input too: the input whose memory v is (v itself or a view
 // of it); nullptr only for constants and non-tensor results.
 const Value* memory_root(const Value& v);
+// One step of that walk: the index in node.args() of the tensor argument whose memory output `k`
+// of the call is a view of; nullopt for a fresh result, a result that is not a tensor, and a
+// node that is not a call.
+std::optional<std::size_t> viewed_argument(const Node& node, std::size_t k);
 
 // The arguments a call may write its result into, were it their last read (re-inplacing,
 // InterpreterOptions::reinplace): `self`, or `other` of add with alpha 1 and of mul, when the op

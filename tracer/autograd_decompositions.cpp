@@ -163,13 +163,21 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> traced_lstm(const at::Tensor& inp
   return {output, finals[0], finals[1]};
 }
 
+// The op's name, for its errors.
+template <RecurrentCell Cell>
+constexpr const char* single_state_op() {
+  if constexpr (Cell == &gru_cell) return "gru";
+  if constexpr (Cell == &simple_rnn_cell<&at::tanh>) return "rnn_tanh";
+  return "rnn_relu";
+}
+
 template <RecurrentCell Cell>
 std::tuple<at::Tensor, at::Tensor> traced_single_state(const at::Tensor& input, const at::Tensor& hx,
                                                        at::TensorList params, bool has_biases, int64_t num_layers,
                                                        double dropout, bool train, bool bidirectional,
                                                        bool batch_first) {
-  auto [output, finals] = traced_recurrent(Cell == &gru_cell ? "gru" : "rnn", input, {hx}, params, has_biases,
-                                           num_layers, dropout, train, bidirectional, batch_first, Cell);
+  auto [output, finals] = traced_recurrent(single_state_op<Cell>(), input, {hx}, params, has_biases, num_layers,
+                                           dropout, train, bidirectional, batch_first, Cell);
   return {output, finals[0]};
 }
 

@@ -127,7 +127,7 @@ def main():
     with open(os.path.join(zoo_path, "manifest.json")) as f:
         manifest = json.load(f)
     entries = [m for m in manifest["models"] if not opts.only or m["name"] in opts.only.split(",")]
-    exported = [m["name"] for m in entries if m["status"] != "export_failed"]
+    exported = [m["name"] for m in entries if m["status"] != "export_failed" and "data_dependent" not in m]
     builders = {name: (make_model, make_inputs) for name, _, _, make_model, make_inputs in zoo.all_models()}
     models = {}
     for name in exported:
@@ -159,6 +159,10 @@ def main():
         name = m["name"]
         if m["status"] == "export_failed":
             print(f"| {name} | {m['library']} | - | - | - | - | - | - | - | - | - | - | - | - | not exportable: {m.get('error', '?').splitlines()[0][:120]} |")
+            continue
+        if "data_dependent" in m:
+            print(f"| {name} | {m['library']} | {m.get('train_ops', '-')} | - | - | - | - | - | - | - | - | - | - | - | "
+                  f"not supported: data-dependent sizes ({', '.join(m['data_dependent'])}) |")
             continue
         rows = [c.get(name, {}) for c in compiled]
         col = lambda key: median([row.get(key) for row in rows])  # noqa: E731

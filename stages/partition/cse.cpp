@@ -1,6 +1,7 @@
 #include <aotpipe/stages/partition/cse.h>
 
 #include <aotpipe/stages/partition/op_classes.h>
+#include <aotpipe/graph/memory_plan.h>
 #include <aotpipe/graph/op_properties.h>
 
 #include <cstdint>
@@ -70,44 +71,17 @@ void append_constant(std::string& key, const c10::IValue& v) {
   }
 }
 
-// Storage classes, by Value::id: which values may share memory, from the schemas' alias
-// annotations and the ops that hide theirs (returns_hidden_view).
+// Storage classes, by Value::id: which values may share memory (the memory plan's walk over the
+// schemas' alias annotations: viewed_argument).
 std::vector<std::size_t> storage_classes(const Graph& graph) {
   std::vector<std::size_t> storage(graph.value_id_limit(), 0);
   std::size_t next = 0;
   for (Value* in : graph.inputs()) storage[in->id()] = next++;
-  for (const Node* n : graph.nodes()) {
-    if (!n->is_call()) {
-      storage[n->output()->id()] = next++;
-      continue;
-    }
-    const auto& schema = n->schema();
-    const auto& formals = schema.arguments();
-    const auto& returns = schema.returns();
+  for (const Node* n : graph.nodes())
     for (std::size_t i = 0; i < n->num_outputs(); ++i) {
-      std::optional<std::size_t> shared;
-      const c10::AliasInfo* ret_alias = returns.size() == 1  ? returns[0].alias_info()
-                                        : i < returns.size() ? returns[i].alias_info()
-                                                             : nullptr;
-      if (ret_alias) {
-        for (std::size_t a = 0; a < formals.size() && a < n->args().size() && !shared; ++a) {
-          const c10::AliasInfo* arg_alias = formals[a].alias_info();
-          if (!arg_alias) continue;
-          bool same = false;
-          for (const auto& set : ret_alias->beforeSets()) same = same || arg_alias->beforeSets().count(set);
-          if (!same) continue;
-          const Argument& arg = n->args()[a];
-          if (arg.is_value())
-            shared = storage[arg.value()->id()];
-          else if (arg.is_value_list() && !arg.value_list().values.empty() && arg.value_list().values[0])
-            shared = storage[arg.value_list().values[0]->id()];
-        }
-      }
-      if (!ret_alias && returns_hidden_view(n->op()) && !n->args().empty() && n->args()[0].is_value())
-        shared = storage[n->args()[0].value()->id()];
-      storage[n->output(i)->id()] = shared ? *shared : next++;
+      const std::optional<std::size_t> viewed = viewed_argument(*n, i);
+      storage[n->output(i)->id()] = viewed ? storage[n->args()[*viewed].value()->id()] : next++;
     }
-  }
   return storage;
 }
 

@@ -868,6 +868,108 @@ std::map<std::string, std::function<Samples()>> sample_table() {
     s.push_back({"misaligned (refused)", {randn({3, 4}), std::vector<int64_t>{1, 2}, std::vector<int64_t>{0}}});
     return s;
   };
+  // FFT primitives: the result's strides follow the input's layout and which dimensions are
+  // transformed (batch dimensions first, by stride).
+  const std::vector<std::vector<int64_t>> fft_dims = {{-1}, {0}, {1, 2}, {2, 1}, {0, 2}, {0, 1, 2}};
+  auto fft_inputs = [](const std::vector<at::ScalarType>& dtypes,
+                       const std::function<void(const std::string&, const Tensor&)>& f) {
+    for_each_tensor({{2, 3, 4, 5}, {4, 6, 5}}, dtypes, f);
+    f("permuted 4x6x5", randn({5, 4, 6}, dtypes[0]).permute({1, 2, 0}));
+  };
+  auto wrap = [](std::vector<int64_t> dims, int64_t rank) {
+    for (int64_t& d : dims) d = d < 0 ? d + rank : d;
+    return dims;
+  };
+  t["aten::_fft_c2c"] = [=] {
+    Samples s;
+    fft_inputs({at::kComplexFloat, at::kComplexDouble}, [&](const std::string& l, const Tensor& x) {
+      for (const auto& dims : fft_dims)
+        for (bool forward : {true, false})
+          s.push_back({fmt::format("{} dims={} forward={}", l, dims, forward),
+                       {x, wrap(dims, x.dim()), int64_t{forward ? 0 : 2}, forward}});
+      s.push_back({l + " no dims", {x, std::vector<int64_t>{}, int64_t{0}, true}});
+    });
+    s.push_back({"real input (refused)", {randn({4, 5}), std::vector<int64_t>{1}, int64_t{0}, true}});
+    return s;
+  };
+  t["aten::_fft_r2c"] = [=] {
+    Samples s;
+    fft_inputs({at::kFloat, at::kDouble}, [&](const std::string& l, const Tensor& x) {
+      for (const auto& dims : fft_dims)
+        for (bool onesided : {true, false})
+          s.push_back({fmt::format("{} dims={} onesided={}", l, dims, onesided),
+                       {x, wrap(dims, x.dim()), int64_t{1}, onesided}});
+    });
+    s.push_back(
+        {"complex input (refused)", {randn({4, 5}, at::kComplexFloat), std::vector<int64_t>{1}, int64_t{0}, true}});
+    return s;
+  };
+  t["aten::_fft_c2r"] = [=] {
+    Samples s;
+    fft_inputs({at::kComplexFloat, at::kComplexDouble}, [&](const std::string& l, const Tensor& x) {
+      for (const auto& dims : fft_dims) {
+        const std::vector<int64_t> d = wrap(dims, x.dim());
+        for (int64_t odd : {0, 1})
+          s.push_back({fmt::format("{} dims={} last={}", l, dims, 2 * (x.size(d.back()) - 1) + odd),
+                       {x, d, int64_t{2}, 2 * (x.size(d.back()) - 1) + odd}});
+      }
+    });
+    s.push_back({"real input (refused)", {randn({4, 5}), std::vector<int64_t>{1}, int64_t{0}, int64_t{8}}});
+    return s;
+  };
+  // im2col / col2im (nn.Unfold / nn.Fold): batched and not, every argument away from its default.
+  struct UnfoldCase {
+    std::string label;
+    std::vector<int64_t> kernel, dilation, padding, stride;
+  };
+  const std::vector<UnfoldCase> unfold_cases = {{"3x3", {3, 3}, {1, 1}, {0, 0}, {1, 1}},
+                                                {"2x3 dilated padded strided", {2, 3}, {2, 1}, {1, 2}, {2, 1}},
+                                                {"1x1 stride 2", {1, 1}, {1, 1}, {0, 0}, {2, 2}}};
+  t["aten::im2col"] = [=] {
+    Samples s;
+    for_each_tensor({{2, 3, 7, 8}, {3, 7, 8}}, kFloatTypes, [&](const std::string& l, const Tensor& x) {
+      for (const UnfoldCase& c : unfold_cases)
+        s.push_back({l + " " + c.label, {x, c.kernel, c.dilation, c.padding, c.stride}});
+    });
+    s.push_back({"kernel larger than the input (refused)",
+                 {randn({1, 2, 2, 2}), std::vector<int64_t>{3, 3}, std::vector<int64_t>{1, 1},
+                  std::vector<int64_t>{0, 0}, std::vector<int64_t>{1, 1}}});
+    s.push_back({"2-d input (refused)",
+                 {randn({7, 8}), std::vector<int64_t>{3, 3}, std::vector<int64_t>{1, 1}, std::vector<int64_t>{0, 0},
+                  std::vector<int64_t>{1, 1}}});
+    return s;
+  };
+  t["aten::col2im"] = [=] {
+    Samples s;
+    for (const UnfoldCase& c : unfold_cases)
+      for (bool batched : {true, false})
+        for (at::ScalarType d : kFloatTypes) {
+          Tensor image = batched ? randn({2, 3, 7, 8}, d) : randn({3, 7, 8}, d);
+          Tensor cols = at::im2col(image, c.kernel, c.dilation, c.padding, c.stride);
+          const std::string l = fmt::format("{} batched={} {}", c.label, batched, c10::toString(d));
+          s.push_back({l, {cols, std::vector<int64_t>{7, 8}, c.kernel, c.dilation, c.padding, c.stride}});
+          s.push_back({l + " transposed",
+                       {cols.transpose(-1, -2).contiguous().transpose(-1, -2), std::vector<int64_t>{7, 8}, c.kernel,
+                        c.dilation, c.padding, c.stride}});
+        }
+    s.push_back({"blocks that do not match output_size (refused)",
+                 {randn({2, 27, 5}), std::vector<int64_t>{7, 8}, std::vector<int64_t>{3, 3}, std::vector<int64_t>{1, 1},
+                  std::vector<int64_t>{0, 0}, std::vector<int64_t>{1, 1}}});
+    return s;
+  };
+  t["aten::glu_backward"] = [] {
+    Samples s;
+    for_each_tensor({{2, 4, 6}, {6, 8}}, kFloatTypes, [&](const std::string& l, const Tensor& x) {
+      for (int64_t dim : {int64_t{-1}, int64_t{0}}) {
+        std::vector<int64_t> half(x.sizes().begin(), x.sizes().end());
+        half[static_cast<std::size_t>(dim < 0 ? dim + x.dim() : dim)] /= 2;
+        s.push_back({fmt::format("{} dim={}", l, dim), {randn(half, x.scalar_type()), x, dim}});
+      }
+    });
+    s.push_back({"odd dimension (refused)", {randn({2, 3}), randn({2, 5}), int64_t{1}}});
+    s.push_back({"0-d (refused)", {randn({}), randn({}), int64_t{0}}});
+    return s;
+  };
   t["aten::binary_cross_entropy"] = [] {
     Samples s;
     for_each_tensor(

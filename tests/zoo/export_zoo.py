@@ -223,6 +223,18 @@ def higher_order_ops(path):
     return sorted(found)
 
 
+def data_dependent_symbols(ep):
+    """The export's unbacked symbols: sizes read from tensor values (nonzero, item), as in a
+    mixture of experts' routing. aotpipe refuses them at load (docs/export.md)."""
+    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+    found = set()
+    for n in ep.graph.nodes:
+        for v in pytree.tree_leaves(n.meta.get("val")):
+            if isinstance(v, (torch.Tensor, torch.SymInt, torch.SymBool)):
+                found |= free_unbacked_symbols(v)
+    return sorted(str(s) for s in found)
+
+
 def tied_pairs(model):
     by_id = {}
     for name, p in model.named_parameters(remove_duplicate=False):
@@ -465,6 +477,27 @@ def timm_models():
         ("timm_efficientvit_b0", "efficientvit_b0",
          dict(num_classes=10, widths=(8, 16, 32, 64, 128), depths=(1, 1, 1, 1, 1), head_dim=16, head_widths=(256, 256)),
          64),
+        # Cross-covariance attention (attention over channels, F.normalize), Fourier position encoding,
+        # class-attention layers.
+        ("timm_xcit", "xcit_nano_12_p8_224",
+         dict(img_size=32, depth=2, embed_dim=32, num_heads=2, num_classes=10, eta=1.0), 32),
+        # Bidirectional LSTMs over the rows and the columns of the patch grid.
+        ("timm_sequencer", "sequencer2d_s",
+         dict(img_size=32, layers=[1, 1, 1, 1], patch_sizes=[4, 2, 1, 1], embed_dims=[16, 32, 32, 32],
+              hidden_sizes=[8, 16, 16, 16], num_classes=10), 32),
+        # Space-to-depth stem, anti-aliased downsampling, leaky ReLU batch norm.
+        ("timm_tresnet", "tresnet_m", dict(num_classes=10, layers=[1, 1, 1, 1], width_factor=0.25), 64),
+        # Split depthwise-transposed attention (XCA) and positional encoding by Fourier features.
+        ("timm_edgenext", "edgenext_xx_small", dict(num_classes=10, depths=(1, 1, 1, 1), dims=(16, 32, 48, 64)), 64),
+        # Mask-unit attention: tokens unrolled and rerolled by chains of views and permutes.
+        ("timm_hiera", "hiera_tiny_224",
+         dict(img_size=64, embed_dim=16, num_heads=1, stages=(1, 1, 1, 1), num_classes=10), 64),
+        # Hierarchical splits inside the bottleneck (split, add, cat).
+        ("timm_res2net", "res2net50_14w_8s",
+         dict(num_classes=10, layers=[1, 1, 1, 1], channels=(16, 32, 64, 128), stem_width=16), 64),
+        # Selective kernels: a softmax over branches of different receptive fields.
+        ("timm_skresnet", "skresnet18",
+         dict(num_classes=10, layers=[1, 1, 1, 1], channels=(16, 32, 64, 128), stem_width=16), 64),
     ]
     models = [(name, "timm", ctor(arch, **kw), create(arch, **kw), images(size)) for name, arch, kw, size in specs]
 
@@ -499,6 +532,44 @@ def timm_models():
                                                      layer_scale_init_values=0.1, res_scale_init_values=None,
                                                      use_mlp_head=False, num_classes=10)),
                        images(64)))
+
+    # Built from their classes: their registered builders fix the widths and depths to reduce.
+    import dataclasses
+    from timm.models.volo import VOLO
+    from timm.models.mvitv2 import MultiScaleVit, MultiScaleVitCfg
+    from timm.models.tiny_vit import TinyVit
+    from timm.models.dla import DLA, DlaBasic
+    from timm.models.maxxvit import MaxxVit, model_cfgs as maxxvit_cfgs
+
+    coatnet_cfg = dataclasses.replace(maxxvit_cfgs["coatnet_nano_rw"], embed_dim=(32, 64, 96, 128), depths=(1, 1, 1, 1),
+                                      stem_width=(16, 32))
+    models += [
+        # Outlook attention: nn.Unfold / nn.Fold (im2col, col2im) around a softmax.
+        ("timm_volo", "timm", "timm.models.volo.VOLO(layers=[1,1,1,1], img_size=32, stem_hidden_dim=16, "
+         "embed_dims=[32,64,64,64], num_heads=[1,2,2,2], num_classes=10)",
+         lambda: ZooWrapper(VOLO(layers=[1, 1, 1, 1], img_size=32, num_classes=10, stem_hidden_dim=16,
+                                 embed_dims=[32, 64, 64, 64], num_heads=[1, 2, 2, 2])), images(32)),
+        # Pooling attention with decomposed relative positions.
+        ("timm_mvitv2", "timm", "timm.models.mvitv2.MultiScaleVit(MultiScaleVitCfg(depths=(1,1,1,1), embed_dim=16, "
+         "num_heads=1), img_size=(32,32), num_classes=10)",
+         lambda: ZooWrapper(MultiScaleVit(MultiScaleVitCfg(depths=(1, 1, 1, 1), embed_dim=16, num_heads=1),
+                                          img_size=(32, 32), num_classes=10)), images(32)),
+        # Windowed attention with an attention-bias table, MBConv stages.
+        ("timm_tinyvit", "timm", "timm.models.tiny_vit.TinyVit(depths=(1,1,1,1), embed_dims=(16,32,64,96), "
+         "num_heads=(1,2,4,4), window_sizes=(2,2,2,2), num_classes=10)",
+         lambda: ZooWrapper(TinyVit(num_classes=10, depths=(1, 1, 1, 1), embed_dims=(16, 32, 64, 96),
+                                    num_heads=(1, 2, 4, 4), window_sizes=(2, 2, 2, 2), drop_path_rate=0.0)),
+         images(64)),
+        # Deep layer aggregation: trees of blocks joined by concatenating roots.
+        ("timm_dla", "timm", "timm.models.dla.DLA(levels=(1,1,1,2,2,1), channels=(8,16,16,32,32,64), block=DlaBasic, "
+         "num_classes=10)  # dla34's levels",
+         lambda: ZooWrapper(DLA(levels=(1, 1, 1, 2, 2, 1), channels=(8, 16, 16, 32, 32, 64), block=DlaBasic,
+                                num_classes=10)), images(64)),
+        # MBConv stages, then transformer stages with relative position bias.
+        ("timm_coatnet", "timm", "timm.models.maxxvit.MaxxVit(coatnet_nano_rw with embed_dim=(32,64,96,128), "
+         "depths=(1,1,1,1), stem_width=(16,32)), img_size=64, num_classes=10)",
+         lambda: ZooWrapper(MaxxVit(coatnet_cfg, img_size=64, num_classes=10)), images(64)),
+    ]
     return models
 
 
@@ -517,11 +588,11 @@ def hf_models():
         """LayerDrop draws `torch.rand([]) < layerdrop` in training mode, a data-dependent branch
         torch.export cannot trace (even at layerdrop 0). The `_no_layerdrop` variants put only the
         modules that draw it (BartEncoder, OPTDecoder, WhisperEncoder, ...: those with a
-        `layerdrop` attribute; Wav2Vec2Encoder, which reads its config's) in eval mode; their
+        `layerdrop` attribute; Wav2Vec2Encoder and WavLMEncoder, which read their config's) in eval mode; their
         children stay in training mode. With every dropout probability 0 that changes nothing
         else."""
         for mod in model.modules():
-            if hasattr(mod, "layerdrop") or type(mod).__name__ == "Wav2Vec2Encoder":
+            if hasattr(mod, "layerdrop") or type(mod).__name__ in ("Wav2Vec2Encoder", "WavLMEncoder"):
                 mod.training = False
 
     def ctor(model_cls, config_cls, **cfg):
@@ -692,11 +763,80 @@ def hf_models():
               conv_dim=(16, 16), conv_stride=(5, 2), conv_kernel=(10, 3), num_conv_pos_embeddings=8,
               num_conv_pos_embedding_groups=4, hidden_dropout=0.0, activation_dropout=0.0, attention_dropout=0.0,
               feat_proj_dropout=0.0, final_dropout=0.0, layerdrop=0.0, mask_time_prob=0.0)),
+        # Mixtures of experts: top-2 routing; each expert's tokens found by torch.where (nonzero: a
+        # size read from the data, an unbacked symbol) and summed back with index_add_.
+        ("hf_mixtral", T.MixtralForCausalLM, T.MixtralConfig, ids_only, tokens(),
+         dict(small_decoder, num_local_experts=4, num_experts_per_tok=2, router_jitter_noise=0.0)),
+        ("hf_olmoe", T.OlmoeForCausalLM, T.OlmoeConfig, ids_only, tokens(),
+         dict(small_decoder, num_experts=4, num_experts_per_tok=2)),
+        # Fourier mixing in place of attention: fftn over the sequence and hidden dimensions, its
+        # real part (complex tensors inside the step).
+        ("hf_fnet", T.FNetForMaskedLM, T.FNetConfig, lambda m, ids: m(input_ids=ids, return_dict=False), tokens(),
+         dict(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, intermediate_size=64, max_position_embeddings=32,
+              hidden_dropout_prob=0.0, use_tpu_fourier_optimizations=False)),
+        # Span-based dynamic convolution: kernels computed per token, applied through nn.Unfold.
+        ("hf_convbert", T.ConvBertForMaskedLM, T.ConvBertConfig, ids_mask, tokens(mask=True),
+         dict(bert_like, embedding_size=32, head_ratio=2, conv_kernel_size=3, num_groups=1)),
+        # Grouped 1x1 convolutions in place of the linear layers.
+        ("hf_squeezebert", T.SqueezeBertForMaskedLM, T.SqueezeBertConfig, ids_mask, tokens(mask=True),
+         dict(bert_like, embedding_size=32, q_groups=2, k_groups=2, v_groups=2, post_attention_groups=2,
+              intermediate_groups=4, output_groups=4)),
+        # Nystrom attention: landmark means and an iterative Moore-Penrose pseudo-inverse.
+        ("hf_nystromformer", T.NystromformerForMaskedLM, T.NystromformerConfig, ids_mask, tokens(mask=True),
+         dict(bert_like, num_landmarks=4, segment_means_seq_len=SEQ, conv_kernel_size=3, inv_coeff_init_option=False,
+              max_position_embeddings=40)),
+        # Mamba-2's chunked state-space scan (segment sums, cumsum, exp of masked differences).
+        ("hf_mamba2", T.Mamba2ForCausalLM, T.Mamba2Config, ids_only, tokens(),
+         dict(vocab_size=VOCAB, hidden_size=32, state_size=8, num_hidden_layers=2, expand=2, conv_kernel=4,
+              num_heads=4, head_dim=16, n_groups=1, chunk_size=4, use_cache=False)),
+        # Dense prediction: ViT features reassembled at four scales, fused, upsampled.
+        ("hf_dpt", T.DPTForDepthEstimation, T.DPTConfig, pixels, images(32),
+         dict(image_size=32, patch_size=8, hidden_size=32, num_hidden_layers=4, num_attention_heads=2,
+              intermediate_size=64, backbone_out_indices=[0, 1, 2, 3], neck_hidden_sizes=[8, 16, 32, 32],
+              fusion_hidden_size=16, head_in_index=-1, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)),
+        # Characters: hashed embeddings, a strided downsampling convolution and upsampling by repeat.
+        ("hf_canine", T.CanineModel, T.CanineConfig, ids_mask, tokens(mask=True, seq=16),
+         dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+              hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, downsampling_rate=4, num_hash_functions=4,
+              num_hash_buckets=64, local_transformer_stride=4, max_position_embeddings=64)),
+        # RWKV's time mixing: a recurrence over the sequence with exponentials kept stable by a running max.
+        ("hf_rwkv", T.RwkvForCausalLM, T.RwkvConfig, ids_only, tokens(),
+         dict(vocab_size=VOCAB, context_length=32, hidden_size=32, num_hidden_layers=2, attention_hidden_size=32,
+              intermediate_size=64, use_cache=False)),
+        # Time series: instance normalisation by mean and std, patches by unfold, a flatten head.
+        ("hf_patchtst", T.PatchTSTForPrediction, T.PatchTSTConfig, lambda m, x: m(past_values=x, return_dict=False),
+         lambda: (torch.randn(BATCH, 32, 3, generator=gen(6)),),
+         dict(num_input_channels=3, context_length=32, patch_length=8, patch_stride=4, prediction_length=8,
+              d_model=32, num_attention_heads=2, num_hidden_layers=2, ffn_dim=64, dropout=0.0, attention_dropout=0.0,
+              ff_dropout=0.0, positional_dropout=0.0, path_dropout=0.0, head_dropout=0.0)),
+        # Speech: a strided Conv1d subsampler with GLU, sinusoidal positions, an encoder-decoder.
+        ("hf_speech2text", T.Speech2TextForConditionalGeneration, T.Speech2TextConfig,
+         lambda m, x, dec: m(input_features=x, decoder_input_ids=dec, use_cache=False, return_dict=False),
+         lambda: (torch.randn(BATCH, 16, 8, generator=gen(3)), tokens()()[0]),
+         dict(vocab_size=VOCAB, d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+              decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64, max_source_positions=32,
+              max_target_positions=32, num_conv_layers=2, conv_channels=16, input_feat_per_channel=8,
+              input_channels=1, dropout=0.0, attention_dropout=0.0, activation_dropout=0.0,
+              encoder_layerdrop=0.0, decoder_layerdrop=0.0, use_cache=False)),
+        # Translation: frozen sinusoidal position tables (parameters that require no grad).
+        ("hf_marian", T.MarianMTModel, T.MarianConfig, seq2seq, tokens(mask=True, decoder=True),
+         dict(vocab_size=VOCAB, d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+              decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=32,
+              dropout=0.0, attention_dropout=0.0, activation_dropout=0.0, encoder_layerdrop=0.0,
+              decoder_layerdrop=0.0, pad_token_id=VOCAB - 1, decoder_start_token_id=VOCAB - 1, use_cache=False)),
+        # Gated relative position bias over log-spaced buckets.
+        ("hf_wavlm", T.WavLMForCTC, T.WavLMConfig, waveform, lambda: (torch.randn(BATCH, 400, generator=gen(4)),),
+         dict(vocab_size=12, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+              conv_dim=(16, 16), conv_stride=(5, 2), conv_kernel=(10, 3), num_conv_pos_embeddings=8,
+              num_conv_pos_embedding_groups=4, hidden_dropout=0.0, activation_dropout=0.0, attention_dropout=0.0,
+              feat_proj_dropout=0.0, final_dropout=0.0, layerdrop=0.0, mask_time_prob=0.0, num_buckets=16,
+              max_bucket_distance=32)),
     ]
     models = [(name, "transformers", ctor(model_cls, config_cls, **cfg), lm(model_cls, config_cls, call, **cfg),
                inputs) for name, model_cls, config_cls, call, inputs, cfg in specs]
     for name, model_cls, config_cls, call, inputs, cfg in specs:
-        if name in ("hf_opt", "hf_bart", "hf_whisper_audio_cls", "hf_wav2vec2"):
+        if name in ("hf_opt", "hf_bart", "hf_whisper_audio_cls", "hf_wav2vec2", "hf_speech2text", "hf_marian",
+                    "hf_wavlm"):
             models.append((name + "_no_layerdrop", "transformers",
                            ctor(model_cls, config_cls, **cfg) + " with the LayerDrop modules' training=False",
                            lm(model_cls, config_cls, call, after_train=no_layerdrop, **cfg), inputs))
@@ -825,6 +965,9 @@ def run_model(name, library, constructor, make_model, make_inputs, out_dir):
     if rnd:  # a dropout this script failed to turn off: its eager answer would be one random draw
         raise AssertionError(f"{name}: random ops in the export: {rnd}")
     entry["train_ops"] = call_function_count(ep_train)
+    unbacked = sorted(set(data_dependent_symbols(ep_train)) | set(data_dependent_symbols(ep_eval)))
+    if unbacked:
+        entry["data_dependent"] = unbacked
     entry["eval_ops"] = call_function_count(ep_eval)
     hops = {"train": higher_order_ops(paths["train.pt2"]), "eval": higher_order_ops(paths["eval.pt2"])}
     entry["higher_order_ops"] = {k: v for k, v in hops.items() if v}

@@ -7,7 +7,8 @@
 // the same step (within_fp64_error). A model torch.export could not export is a skipped case
 // whose message is the export's error; a program PyTorch itself cannot differentiate (torch.export
 // dropped a custom autograd.Function's backward) must be refused with PyTorch's error, and its
-// eval-mode call still equals eager's.
+// eval-mode call still equals eager's. A program with data-dependent sizes (unbacked symbols: a
+// mixture of experts) must be refused at import, naming them, until they are supported.
 #include <aotpipe/backend/backend_registry.h>
 #include <aotpipe/export/compiled_exported_program.h>
 #include <aotpipe/graph/interpreter.h>
@@ -19,7 +20,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 #include <torch/csrc/autograd/autograd.h>
-#include <torch/csrc/autograd/grad_mode.h>
+#include <c10/core/GradMode.h>
 
 #include <cstdlib>
 #include <fstream>
@@ -86,6 +87,10 @@ class ZooModel : public ::testing::Test {
   void TestBody() override {
     if (entry_.value("status", "") == "export_failed")
       GTEST_SKIP() << name_ << ": torch.export cannot export it: " << entry_.value("error", "?");
+    if (entry_.contains("data_dependent")) {
+      expect_data_dependent_refusal();
+      if (IsSkipped() || HasFailure()) return;
+    }
     expected_ = load_saved_dict(zoo_dir() / (name_ + ".expected.pt"));
     training_step();
     inference_call();
@@ -124,6 +129,23 @@ class ZooModel : public ::testing::Test {
           judge(std::string(key) + " " + std::to_string(i), outputs[i], {eager[i], at_index(eager64, i)});
       EXPECT_EQ(diff, "") << name_;
     }
+  }
+
+  // A program with sizes read from tensor values (a mixture of experts' routing): the import
+  // refuses it by name until aotpipe supports data-dependent shapes (a skipped case, with the
+  // error). Once the import accepts it, the model is held to eager as every other is.
+  void expect_data_dependent_refusal() {
+    std::string message;
+    try {
+      (void)load_exported_program(zoo_dir() / (name_ + ".train.pt2"));
+      return;
+    } catch (const std::exception& e) { message = e.what(); }
+    if (message.find("is data-dependent") == std::string::npos ||
+        message.find("data-dependent shapes are not supported") == std::string::npos) {
+      ADD_FAILURE() << name_ << ": refused otherwise than for its data-dependent sizes: " << message;
+      return;
+    }
+    GTEST_SKIP() << name_ << ": " << message;
   }
 
   void training_step() {
@@ -204,7 +226,7 @@ class ZooModel : public ::testing::Test {
   void inference_call() {
     ExportedProgram program = load_exported_program(zoo_dir() / (name_ + ".eval.pt2"));
     CompiledExportedProgram compiled = compile_exported_program(program, test_config());
-    torch::NoGradGuard no_grad;
+    c10::NoGradGuard no_grad;
     expect_outputs(compiled(fresh_inputs()), "eval_outputs", "eval_outputs64");
   }
 
@@ -218,17 +240,23 @@ class ZooModel : public ::testing::Test {
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
-  const std::filesystem::path manifest_path = aotpipe::zoo_dir() / "manifest.json";
-  std::ifstream manifest_file(manifest_path);
-  if (!manifest_file) {
-    std::fprintf(stderr, "zoo_test: no zoo at %s (scripts/zoo-export makes it)\n", manifest_path.c_str());
+  // A missing or malformed manifest: a message and a failing status, not an abort.
+  try {
+    const std::filesystem::path manifest_path = aotpipe::zoo_dir() / "manifest.json";
+    std::ifstream manifest_file(manifest_path);
+    if (!manifest_file) {
+      std::fprintf(stderr, "zoo_test: no zoo at %s (scripts/zoo-export makes it)\n", manifest_path.c_str());
+      return 1;
+    }
+    const nlohmann::json manifest = nlohmann::json::parse(manifest_file);
+    for (const nlohmann::json& entry : manifest.at("models")) {
+      const std::string name = entry.at("name");
+      ::testing::RegisterTest("Zoo", name.c_str(), nullptr, nullptr, __FILE__, __LINE__,
+                              [entry]() -> ::testing::Test* { return new aotpipe::ZooModel(entry); });
+    }
+    return RUN_ALL_TESTS();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "zoo_test: %s\n", e.what());
     return 1;
   }
-  const nlohmann::json manifest = nlohmann::json::parse(manifest_file);
-  for (const nlohmann::json& entry : manifest.at("models")) {
-    const std::string name = entry.at("name");
-    ::testing::RegisterTest("Zoo", name.c_str(), nullptr, nullptr, __FILE__, __LINE__,
-                            [entry]() -> ::testing::Test* { return new aotpipe::ZooModel(entry); });
-  }
-  return RUN_ALL_TESTS();
 }

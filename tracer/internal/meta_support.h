@@ -36,5 +36,6 @@ void register_rnn_meta(MetaRegistrar& m);
 void register_pooling_meta(MetaRegistrar& m);
 void register_loss_meta(MetaRegistrar& m);
 void register_optimizer_meta(MetaRegistrar& m);
+void register_spectral_meta(MetaRegistrar& m);
 
 }  // namespace aotpipe::detail

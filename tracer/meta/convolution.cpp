@@ -1,4 +1,4 @@
-// Meta kernels of convolution and its backward. libtorch's `convolution` is a composite that
+// Meta kernels of convolution and its backward, and of im2col / col2im (unfold, fold). libtorch's `convolution` is a composite that
 // selects a backend from the tensors' device; on meta tensors it picks "Overrideable" and fails.
 // The output's memory format is the one the eager backend produces: on the CPU the backend
 // select_conv_backend chooses (oneDNN, slow, depthwise...) for tensors that report the CPU, as
@@ -12,6 +12,7 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
 #include <ATen/native/ConvUtils.h>
+#include <ATen/native/im2col_shape_check.h>
 
 namespace aotpipe::detail {
 namespace {
@@ -194,11 +195,48 @@ std::tuple<Tensor, Tensor, Tensor> convolution_backward_meta(const Tensor& grad_
   return {grad_input, grad_weight, grad_bias};
 }
 
+// im2col (nn.Unfold) and col2im (nn.Fold, and im2col's backward): contiguous results, the CPU
+// kernels' checks (ATen's im2col_shape_check.h).
+void check_pairs(IntArrayRef kernel_size, IntArrayRef dilation, IntArrayRef padding, IntArrayRef stride) {
+  TORCH_CHECK(kernel_size.size() == 2, "It is expected kernel_size equals to 2, but got size ", kernel_size.size());
+  TORCH_CHECK(dilation.size() == 2, "It is expected dilation equals to 2, but got size ", dilation.size());
+  TORCH_CHECK(padding.size() == 2, "It is expected padding equals to 2, but got size ", padding.size());
+  TORCH_CHECK(stride.size() == 2, "It is expected stride equals to 2, but got size ", stride.size());
+}
+
+Tensor im2col_meta(const Tensor& self, IntArrayRef kernel_size, IntArrayRef dilation, IntArrayRef padding,
+                   IntArrayRef stride) {
+  check_pairs(kernel_size, dilation, padding, stride);
+  at::native::im2col_shape_check(self, Tensor(), kernel_size[0], kernel_size[1], dilation[0], dilation[1], padding[0],
+                                 padding[1], stride[0], stride[1]);
+  const bool batched = self.dim() == 4;
+  const int64_t planes = self.size(-3) * kernel_size[0] * kernel_size[1];
+  auto out_extent = [&](int64_t in, std::size_t i) {
+    return (in + 2 * padding[i] - (dilation[i] * (kernel_size[i] - 1) + 1)) / stride[i] + 1;
+  };
+  const int64_t length = out_extent(self.size(-2), 0) * out_extent(self.size(-1), 1);
+  if (!batched) return at::empty({planes, length}, self.options());
+  return at::empty({self.size(0), planes, length}, self.options());
+}
+
+Tensor col2im_meta(const Tensor& self, IntArrayRef output_size, IntArrayRef kernel_size, IntArrayRef dilation,
+                   IntArrayRef padding, IntArrayRef stride) {
+  TORCH_CHECK(output_size.size() == 2, "It is expected output_size equals to 2, but got size ", output_size.size());
+  check_pairs(kernel_size, dilation, padding, stride);
+  at::native::col2im_shape_check(self, Tensor(), output_size[0], output_size[1], kernel_size[0], kernel_size[1],
+                                 dilation[0], dilation[1], padding[0], padding[1], stride[0], stride[1]);
+  const int64_t planes = self.size(-2) / (kernel_size[0] * kernel_size[1]);
+  if (self.dim() == 2) return at::empty({planes, output_size[0], output_size[1]}, self.options());
+  return at::empty({self.size(0), planes, output_size[0], output_size[1]}, self.options());
+}
+
 }  // namespace
 
 void register_convolution_meta(MetaRegistrar& m) {
   m.impl("convolution", TORCH_FN(convolution_meta));
   m.impl("convolution_backward", TORCH_FN(convolution_backward_meta));
+  m.impl("im2col", TORCH_FN(im2col_meta));
+  m.impl("col2im", TORCH_FN(col2im_meta));
 }
 
 }  // namespace aotpipe::detail

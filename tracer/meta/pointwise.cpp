@@ -1,5 +1,5 @@
 // Meta kernels of elementwise ops whose CPU kernels have no Meta twin in C++ (activations, their
-// backwards, where, abs, flip, loss backwards, dropout). Each allocates its outputs as the CPU
+// backwards, where, abs, flip, loss backwards, dropout, glu_backward). Each allocates its outputs as the CPU
 // kernel does: through the same TensorIterator configuration, or empty_like where the kernel
 // allocates with it before iterating.
 #include <aotpipe/tracer/internal/meta_support.h>
@@ -15,6 +15,7 @@
 #include <ATen/ops/result_type.h>
 #include <ATen/TensorIterator.h>
 #include <ATen/WrapDimUtilsMulti.h>
+#include <ATen/ExpandUtils.h>
 #include <ATen/core/Reduction.h>
 
 namespace aotpipe::detail {
@@ -32,7 +33,7 @@ Tensor relu_meta(const Tensor& self) {
   check_not_bool(self, "relu");
   return at::clamp_min(self, 0);
 }
-Tensor& relu__meta(Tensor& self) {
+Tensor& relu_inplace_meta(Tensor& self) {
   check_not_bool(self, "relu_");
   return self.clamp_min_(0);
 }
@@ -43,7 +44,7 @@ Tensor hardtanh_meta(const Tensor& self, const Scalar& min, const Scalar& max) {
   Tensor result = at::empty_like(self);
   return at::clamp_out(result, self, min, max);
 }
-Tensor& hardtanh__meta(Tensor& self, const Scalar& min, const Scalar& max) {
+Tensor& hardtanh_inplace_meta(Tensor& self, const Scalar& min, const Scalar& max) {
   check_not_bool(self, "hardtanh_");
   return self.clamp_(min, max);
 }
@@ -181,6 +182,22 @@ Tensor hardswish_meta(const Tensor& self) {
   return iter.output();
 }
 
+// glu_backward: the CPU and CUDA kernels resize an empty result as the input (contiguous) and
+// iterate over its halves with grad_output.
+Tensor glu_backward_meta(const Tensor& grad_output, const Tensor& self, int64_t dim) {
+  TORCH_CHECK(self.dim() > 0, "glu does not support 0-dimensional tensors");
+  const int64_t wrapped = at::maybe_wrap_dim(dim, self.dim());
+  const int64_t n = self.size(wrapped);
+  TORCH_CHECK(n % 2 == 0, "Halving dimension must be even, but dimension ", wrapped, " is size ", n);
+  std::vector<int64_t> half(self.sizes().begin(), self.sizes().end());
+  half[static_cast<std::size_t>(wrapped)] = n / 2;
+  TORCH_CHECK(at::infer_size(grad_output.sizes(), half) == half, "glu_backward: grad_output of size ",
+              grad_output.sizes(), " does not broadcast to ", at::IntArrayRef(half));
+  TORCH_CHECK(grad_output.scalar_type() == self.scalar_type(), "glu_backward: expected grad_output of dtype ",
+              self.scalar_type(), " but got ", grad_output.scalar_type());
+  return at::empty(self.sizes(), self.options());
+}
+
 }  // namespace
 
 void register_pointwise_meta(MetaRegistrar& m) {
@@ -195,9 +212,9 @@ void register_pointwise_meta(MetaRegistrar& m) {
   m.impl("hardswish", TORCH_FN(hardswish_meta));
   m.impl("hardswish_backward", TORCH_FN(activation_backward_meta));
   m.impl("relu", TORCH_FN(relu_meta));
-  m.impl("relu_", TORCH_FN(relu__meta));
+  m.impl("relu_", TORCH_FN(relu_inplace_meta));
   m.impl("hardtanh", TORCH_FN(hardtanh_meta));
-  m.impl("hardtanh_", TORCH_FN(hardtanh__meta));
+  m.impl("hardtanh_", TORCH_FN(hardtanh_inplace_meta));
   m.impl("hardtanh_backward", TORCH_FN(hardtanh_backward_meta));
   m.impl("where.self", TORCH_FN(where_meta));
   m.impl("where.self_out", TORCH_FN(where_out_meta));
@@ -209,6 +226,7 @@ void register_pointwise_meta(MetaRegistrar& m) {
   m.impl("smooth_l1_loss_backward.grad_input", TORCH_FN(smooth_l1_loss_backward_out_meta));
   m.impl("native_dropout", TORCH_FN(native_dropout_meta));
   m.impl("native_dropout_backward", TORCH_FN(native_dropout_backward_meta));
+  m.impl("glu_backward", TORCH_FN(glu_backward_meta));
 }
 
 }  // namespace aotpipe::detail

@@ -27,6 +27,7 @@ TORCH_LIBRARY_IMPL(aten, Meta, library) {
   register_pooling_meta(m);
   register_loss_meta(m);
   register_optimizer_meta(m);
+  register_spectral_meta(m);
 }
 
 }  // namespace
