@@ -451,6 +451,23 @@ case $mode in
     AOTPIPE_CUDA_PLUGIN=$tmp/missing.so run compile "$mlp" --no-svg --no-cache --device cuda:0
     check "a plugin that cannot be loaded: exit status 2 and the file named" \
       bash -c "test $(rc) -eq 2 && grep -qF 'cannot load CUDA' '$tmp/err' && grep -qF '$tmp/missing.so' '$tmp/err'"
+    # A plugin file of another build (its build id changed by one byte), and a library that is no
+    # aotpipe plugin: refused before they are loaded, saying why.
+    python3 - "$(dirname "$exe")/libaotpipe_cuda_plugin.so" "$tmp/other_build.so" <<'PY'
+import sys
+data = open(sys.argv[1], "rb").read()
+at = data.index(b"aotpipe-cuda-plugin-build-id:") + len(b"aotpipe-cuda-plugin-build-id:")
+open(sys.argv[2], "wb").write(data[:at] + (b"X" if data[at:at + 1] != b"X" else b"Y") + data[at + 1:])
+PY
+    AOTPIPE_CUDA_PLUGIN=$tmp/other_build.so LD_DEBUG=files LD_DEBUG_OUTPUT="$tmp/ld-other" \
+      run compile "$mlp" --no-svg --no-cache --device cuda:0
+    check "a plugin of another build: exit status 2, refused naming both builds" \
+      bash -c "test $(rc) -eq 2 && grep -qF 'other_build.so: it is from another build of aotpipe' '$tmp/err'"
+    check "a plugin of another build is never mapped (the loader's log names what it mapped)" \
+      bash -c "grep -q 'file=.*libc10' $tmp/ld-other.* && ! grep -qF 'other_build.so' $tmp/ld-other.*"
+    AOTPIPE_CUDA_PLUGIN=$(ldd "$exe" | awk '/libc10\.so/ { print $3; exit }') run compile "$mlp" --no-svg --no-cache --device cuda:0
+    check "a library that is no aotpipe plugin is refused saying so" \
+      bash -c "test $(rc) -eq 2 && grep -qF 'carries no aotpipe build id' '$tmp/err'"
     ;;
   cache)
     cache=$tmp/cache

@@ -1,5 +1,7 @@
 #include "aotpipe/cuda_plugin.h"
 
+#include <aotpipe/runtime/build_id.h>
+
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -8,6 +10,8 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -38,6 +42,24 @@ std::vector<std::filesystem::path> plugin_candidates() {
   return {exe_dir / kPluginName, exe_dir / AOTPIPE_CUDA_PLUGIN_INSTALLED};
 }
 
+// Why `path` must not be loaded, read from the file without loading it: a plugin of another build
+// binds to this executable's aotpipe symbols, whose layouts may differ, so not even its static
+// initializers may run. The plugin carries its build id after a marker (cmake/build_id.cmake).
+// Empty: the file is this build's, or unreadable (dlopen then says why).
+std::string plugin_mismatch(const std::filesystem::path& path) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) return {};
+  const std::string bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  constexpr std::string_view marker = "aotpipe-cuda-plugin-build-id:";
+  const std::size_t at = bytes.find(marker);
+  if (at == std::string::npos) return "it carries no aotpipe build id (not a CUDA plugin of aotpipe)";
+  const std::size_t begin = at + marker.size();
+  const std::string id = bytes.substr(begin, bytes.find('\0', begin) - begin);
+  if (id == aotpipe_build_id()) return {};
+  return fmt::format("it is from another build of aotpipe ({}; this executable is {}): install or build both together",
+                     id, aotpipe_build_id());
+}
+
 // AOTPIPE_LOAD_CUDA: nullopt where unset or empty.
 std::optional<bool> load_cuda_setting() {
   const char* setting = std::getenv("AOTPIPE_LOAD_CUDA");
@@ -49,6 +71,10 @@ std::optional<bool> load_cuda_setting() {
 void load_cuda() {
   std::string tried;
   for (const std::filesystem::path& candidate : plugin_candidates()) {
+    if (const std::string mismatch = plugin_mismatch(candidate); !mismatch.empty()) {
+      tried += fmt::format("\n  {}: {}", candidate.string(), mismatch);
+      continue;
+    }
     // RTLD_GLOBAL: libtorch_cuda's symbols serve what loads after it (cuDNN, cuBLAS).
     if (dlopen(candidate.c_str(), RTLD_NOW | RTLD_GLOBAL)) {
       spdlog::debug("CUDA loaded from {}", candidate.string());

@@ -18,7 +18,8 @@ namespace aotpipe::cli {
 //   (std::runtime_error naming the files tried and the loader's reason);
 // - else the machine has an NVIDIA GPU (inputs on cuda then run there, as they would with every
 //   library linked): a plugin that does not load is a warning, and the command goes on without.
-// The plugin is $AOTPIPE_CUDA_PLUGIN, else beside the executable, else where it is installed.
+// The plugin is $AOTPIPE_CUDA_PLUGIN, else beside the executable, else where it is installed. A
+// plugin file of another build of aotpipe (its build id, read before loading) is not loaded.
 void load_cuda_if_wanted(bool command_names_cuda);
 
 // Whether a command line's --device (cuda, cuda:N) or --backend (cuda_graphs) names CUDA.
