@@ -1,10 +1,12 @@
 // Decompositions above autograd, for tracing tensors only (their autograd key is
-// AutogradPrivateUse1): ops whose eager kernel hides a mutation or a backend's choice, rewritten
-// as PyTorch's decompositions for AOTAutograd rewrite them.
+// AutogradPrivateUse1): ops whose eager kernel hides a mutation or a backend's choice, or reads
+// the data where the op's result does not depend on it, rewritten as PyTorch's decompositions for
+// AOTAutograd rewrite them.
 #include <aotpipe/tracer/internal/tracing_tensor.h>
 
 #include <ATen/ATen.h>
 #include <ATen/ops/lstm_native.h>
+#include <ATen/ops/one_hot_native.h>
 #include <torch/library.h>
 
 #include <algorithm>
@@ -181,8 +183,21 @@ std::tuple<at::Tensor, at::Tensor> traced_single_state(const at::Tensor& input, 
   return {output, finals[0]};
 }
 
+// one_hot with its number of classes given, as ATen computes it for Meta and Python tensors (what
+// PyTorch's fake tensors, so AOTAutograd, trace): eq(self.unsqueeze(-1), arange(num_classes)).
+// Eager's CPU path checks every class with min().item() and max().item() before a scatter, reads
+// of the data a fake trace cannot make; like torch.compile, the compiled program does not check
+// (a class out of range gives a row of zeros, not an error). With num_classes -1 the size itself
+// is read from the data: eager's composite, which only a real trace can run.
+at::Tensor traced_one_hot(const at::Tensor& self, int64_t num_classes) {
+  if (num_classes == -1) return at::native::one_hot(self, num_classes);
+  TORCH_CHECK(self.dtype() == at::kLong, "one_hot is only applicable to index tensor of type LongTensor.");
+  return at::eq(self.unsqueeze(-1), at::arange(num_classes, self.options())).to(at::kLong);
+}
+
 TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
   m.impl("native_batch_norm", TORCH_FN(traced_native_batch_norm));
+  m.impl("one_hot", TORCH_FN(traced_one_hot));
   m.impl("cudnn_batch_norm", TORCH_FN(traced_cudnn_batch_norm));
   m.impl("lstm.input", TORCH_FN(traced_lstm));
   m.impl("gru.input", TORCH_FN(traced_single_state<&gru_cell>));

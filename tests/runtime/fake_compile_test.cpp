@@ -189,7 +189,7 @@ TEST_P(RecurrentDecompositionTest, MatchesEagerWithGradients) {
   for (int64_t layer = 0; layer < layers; ++layer)
     for (int direction = 0; direction < 2; ++direction) {
       const int64_t in = layer == 0 ? features : 2 * hidden;
-      for (auto sizes :
+      for (const auto& sizes :
            {std::vector<int64_t>{gates * hidden, in}, {gates * hidden, hidden}, {gates * hidden}, {gates * hidden}})
         inputs.push_back(at::randn(sizes).requires_grad_());
     }
@@ -228,6 +228,42 @@ TEST_P(RecurrentDecompositionTest, MatchesEagerWithGradients) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Kinds, RecurrentDecompositionTest, ::testing::Values("gru", "rnn_tanh", "rnn_relu"));
+
+// one_hot with its classes given (LongT5's transient-global attention; MoE routers): eager's CPU
+// path checks the classes with min().item() and max().item(), which a fake trace cannot read. It
+// is traced as ATen computes it for fake tensors, eq(labels.unsqueeze(-1), arange(classes)), and
+// the compiled step equals eager's, gradients included; with classes -1, whose size is read from
+// the data, the compile fails naming the read.
+TEST(OneHotDecomposition, CompilesFakeAndMatchesEager) {
+  at::manual_seed(0);
+  const at::Tensor labels = at::randint(0, 5, {3, 4});
+  const at::Tensor weight = at::randn({3, 4, 5}).requires_grad_();
+  Function fn = [](const TensorList& a) {
+    const at::Tensor hot = at::one_hot(a[0], 5);
+    return TensorList{hot, (hot * a[1]).sum()};
+  };
+  const TensorList eager_inputs = {labels, weight.detach().clone().requires_grad_()};
+  const TensorList compiled_inputs = {labels, weight.detach().clone().requires_grad_()};
+  const TensorList eager = fn(eager_inputs);
+  eager[1].backward();
+  CompileOutput compiled = compile("one_hot", fn, compiled_inputs, fake_only());
+  const TensorList got = compiled.runtime(compiled_inputs);
+  EXPECT_TRUE(at::equal(got[0], eager[0]));
+  EXPECT_EQ(got[0].scalar_type(), at::kLong);
+  EXPECT_TRUE(at::allclose(got[1], eager[1]));
+  got[1].backward();
+  ASSERT_TRUE(compiled_inputs[1].grad().defined());
+  EXPECT_TRUE(at::equal(compiled_inputs[1].grad(), eager_inputs[1].grad()));
+
+  Function unknown_classes = [](const TensorList& a) { return TensorList{at::one_hot(a[0]).sum()}; };
+  try {
+    compile("one_hot_unknown_classes", unknown_classes, {labels}, fake_only());
+    FAIL() << "one_hot(labels) reads its number of classes from the data";
+  } catch (const std::exception& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("aten::_local_scalar_dense"));
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("depends on tensor data"));
+  }
+}
 
 }  // namespace
 }  // namespace aotpipe

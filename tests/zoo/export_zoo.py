@@ -498,6 +498,26 @@ def timm_models():
         # Selective kernels: a softmax over branches of different receptive fields.
         ("timm_skresnet", "skresnet18",
          dict(num_classes=10, layers=[1, 1, 1, 1], channels=(16, 32, 64, 128), stem_width=16), 64),
+        # Spatial-reduction attention over strided keys, depthwise convolutions in the MLP.
+        ("timm_pvt_v2", "pvt_v2_b0",
+         dict(num_classes=10, depths=(1, 1, 1, 1), embed_dims=(16, 32, 48, 64), num_heads=(1, 2, 2, 2)), 64),
+        # Locally-grouped and global sub-sampled attention, positional encoding by a convolution.
+        ("timm_twins", "twins_pcpvt_small",
+         dict(num_classes=10, depths=(1, 1, 1, 1), embed_dims=(16, 32, 48, 64), num_heads=(1, 2, 2, 2)), 64),
+        # Dual attention: windows of tokens, then channel groups.
+        ("timm_davit", "davit_tiny",
+         dict(num_classes=10, depths=(1, 1, 1, 1), embed_dims=(16, 32, 48, 64), num_heads=(1, 2, 2, 2)), 64),
+        # Pooling-based vision transformer: tokens pooled by depthwise convolutions between stages.
+        ("timm_pit", "pit_ti_224",
+         dict(num_classes=10, img_size=64, patch_size=8, stride=4, base_dims=[8, 8, 8], depth=[1, 1, 1],
+              heads=[1, 2, 4]), 64),
+        # Depthwise convolution split into square, band and identity branches.
+        ("timm_inception_next", "inception_next_tiny", dict(num_classes=10, depths=(1, 1, 1, 1), dims=(16, 32, 48, 64)),
+         64),
+        # Gated CNN blocks (MambaOut: Mamba's block without the state-space model).
+        ("timm_mambaout", "mambaout_femto", dict(num_classes=10, depths=(1, 1, 1, 1), dims=(16, 32, 48, 64)), 64),
+        # The star operation: an elementwise product of two branches.
+        ("timm_starnet", "starnet_s050", dict(num_classes=10), 64),
     ]
     models = [(name, "timm", ctor(arch, **kw), create(arch, **kw), images(size)) for name, arch, kw, size in specs]
 
@@ -831,6 +851,62 @@ def hf_models():
               num_conv_pos_embedding_groups=4, hidden_dropout=0.0, activation_dropout=0.0, attention_dropout=0.0,
               feat_proj_dropout=0.0, final_dropout=0.0, layerdrop=0.0, mask_time_prob=0.0, num_buckets=16,
               max_bucket_distance=32)),
+        # Transient-global attention: local blocks plus per-block summaries (one_hot of block ids).
+        ("hf_longt5", T.LongT5ForConditionalGeneration, T.LongT5Config, seq2seq, tokens(mask=True, decoder=True),
+         dict(vocab_size=VOCAB, d_model=32, d_kv=16, d_ff=64, num_layers=1, num_decoder_layers=1, num_heads=2,
+              local_radius=2, global_block_size=4, encoder_attention_type="transient-global",
+              relative_attention_num_buckets=8, relative_attention_max_distance=16, dropout_rate=0.0,
+              decoder_start_token_id=0, use_cache=False)),
+        # Masked autoencoder pre-training: patches shuffled by argsort of a noise input, gathered,
+        # unshuffled, the loss on the masked ones.
+        ("hf_vitmae", T.ViTMAEForPreTraining, T.ViTMAEConfig,
+         lambda m, x, noise: (lambda o: (o.loss, o.logits, o.mask))(m(pixel_values=x, noise=noise)),
+         lambda: (torch.randn(BATCH, 3, 32, 32, generator=gen(1)), torch.rand(BATCH, 16, generator=gen(8))),
+         dict(image_size=32, patch_size=8, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+              intermediate_size=64, decoder_hidden_size=16, decoder_num_hidden_layers=1, decoder_num_attention_heads=2,
+              decoder_intermediate_size=32, mask_ratio=0.5, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)),
+        # Super-resolution: Swin V2 blocks, an upsampler by pixel shuffle.
+        ("hf_swin2sr", T.Swin2SRForImageSuperResolution, T.Swin2SRConfig, pixels, images(16),
+         dict(image_size=16, patch_size=1, embed_dim=16, depths=[1, 1], num_heads=[2, 2], window_size=4, upscale=2,
+              upsampler="pixelshuffle", hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+              drop_path_rate=0.0)),
+        # Detection tokens appended to a ViT's patches; box regression through a sigmoid.
+        ("hf_yolos", T.YolosForObjectDetection, T.YolosConfig, pixels, images(32),
+         dict(image_size=[32, 32], patch_size=8, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+              intermediate_size=64, num_detection_tokens=4, num_labels=3, hidden_dropout_prob=0.0,
+              attention_probs_dropout_prob=0.0)),
+        # Separable linear attention over patches unfolded and folded back.
+        ("hf_mobilevitv2", T.MobileViTV2ForImageClassification, T.MobileViTV2Config, pixels, images(64),
+         dict(image_size=64, width_multiplier=0.25, num_labels=10, attn_dropout=0.0, ffn_dropout=0.0, dropout=0.0,
+              classifier_dropout_prob=0.0)),
+        # Document layout: embeddings of each token's box coordinates, widths and heights.
+        ("hf_layoutlm", T.LayoutLMForMaskedLM, T.LayoutLMConfig,
+         lambda m, ids, mask, bbox: m(input_ids=ids, attention_mask=mask, bbox=bbox, return_dict=False),
+         lambda: tokens(mask=True)() + (torch.sort(torch.randint(0, 100, (BATCH, SEQ, 4), generator=gen(9)), -1).values,),
+         dict(bert_like, max_2d_position_embeddings=128)),
+        # Reinforcement learning: returns, states and actions embedded and interleaved into one sequence.
+        ("hf_decision_transformer", T.DecisionTransformerModel, T.DecisionTransformerConfig,
+         lambda m, s, a, r, t, mask: m(states=s, actions=a, returns_to_go=r, timesteps=t, attention_mask=mask,
+                                       return_dict=False),
+         lambda: (torch.randn(BATCH, 4, 5, generator=gen(10)), torch.randn(BATCH, 4, 3, generator=gen(11)),
+                  torch.randn(BATCH, 4, 1, generator=gen(12)), torch.arange(4).repeat(BATCH, 1),
+                  torch.ones(BATCH, 4, dtype=torch.long)),
+         dict(state_dim=5, act_dim=3, hidden_size=32, max_ep_len=16, n_layer=2, n_head=2, n_inner=64, n_positions=32,
+              resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, use_cache=False)),
+        # Multi-query attention: one key/value head shared by every query head.
+        ("hf_gpt_bigcode", T.GPTBigCodeForCausalLM, T.GPTBigCodeConfig, ids_only, tokens(),
+         dict(vocab_size=VOCAB, n_positions=32, n_embd=32, n_layer=2, n_head=4, n_inner=64, multi_query=True,
+              resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, use_cache=False)),
+        # Parallel attention and MLP after one bias-free layer norm, interleaved rotary, a logit scale.
+        ("hf_cohere", T.CohereForCausalLM, T.CohereConfig, ids_only, tokens(), dict(small_decoder, logit_scale=0.5)),
+        # Relative position buckets shared by every layer, on a BERT encoder.
+        ("hf_mpnet", T.MPNetForMaskedLM, T.MPNetConfig, ids_mask, tokens(mask=True),
+         dict(bert_like, max_position_embeddings=40)),
+        # Time series: MLP-mixing across patches, features and channels, gated attention.
+        ("hf_patchtsmixer", T.PatchTSMixerForPrediction, T.PatchTSMixerConfig,
+         lambda m, x: m(past_values=x, return_dict=False), lambda: (torch.randn(BATCH, 32, 3, generator=gen(6)),),
+         dict(context_length=32, patch_length=8, patch_stride=8, num_input_channels=3, prediction_length=8, d_model=16,
+              num_layers=2, dropout=0.0, head_dropout=0.0, gated_attn=True, self_attn=True, self_attn_heads=2)),
     ]
     models = [(name, "transformers", ctor(model_cls, config_cls, **cfg), lm(model_cls, config_cls, call, **cfg),
                inputs) for name, model_cls, config_cls, call, inputs, cfg in specs]
