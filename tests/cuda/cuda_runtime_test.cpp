@@ -21,6 +21,7 @@
 #include <torch/cuda.h>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <iostream>
 #include <map>
@@ -235,6 +236,45 @@ TEST(Cuda, AttentionMetaKernelsMatchCuda) {
   for (const char* op : {"efficient", "efficient backward", "flash", "flash backward", "cudnn", "cudnn backward"})
     EXPECT_GT(compared[op], 0) << op << ": the CUDA kernel accepted no sample";
   for (const auto& [op, n] : compared) std::cout << op << ": " << n << " samples compared\n";
+}
+
+// The FFT primitives' Meta kernels (tracer/meta/spectral.cpp) follow cuFFT's passes for a CUDA
+// device hint: against the CUDA kernels, over layouts and sets of dimensions that take each path
+// (one pass; more than three dimensions; r2c/c2r over dimensions 0 and 1, cuFFT's slow path).
+TEST(Cuda, SpectralMetaKernelsMatchCuda) {
+  REQUIRE_GPU();
+  detail::link_meta_kernels();
+  const detail::MetaDeviceHintScope hint(kCuda);
+  const std::vector<std::vector<int64_t>> dim_sets = {{3},    {0},    {1, 2},    {2, 1},
+                                                      {0, 2}, {0, 1}, {0, 1, 2}, {0, 1, 2, 3}};
+  auto layouts = [](at::ScalarType dtype) {
+    const auto options = at::TensorOptions().dtype(dtype).device(kCuda);
+    return std::vector<std::pair<std::string, at::Tensor>>{
+        {"contiguous", at::randn({2, 3, 4, 6}, options)},
+        {"transposed", at::randn({2, 3, 6, 4}, options).transpose(2, 3)},
+        {"permuted", at::randn({6, 2, 4, 3}, options).permute({1, 3, 2, 0})}};
+  };
+  std::size_t compared = 0;
+  for (const auto& dims : dim_sets) {
+    for (const auto& [layout, x] : layouts(at::kComplexFloat)) {
+      for (bool forward : {true, false})
+        compared += compare_with_meta("aten::_fft_c2c", {x, dims, int64_t{0}, forward},
+                                      fmt::format("_fft_c2c {} dims={} forward={}", layout, dims, forward))
+                        .has_value();
+      for (int64_t odd : {0, 1}) {
+        const int64_t last = 2 * (x.size(dims.back()) - 1) + odd;
+        compared += compare_with_meta("aten::_fft_c2r", {x, dims, int64_t{0}, last},
+                                      fmt::format("_fft_c2r {} dims={} last={}", layout, dims, last))
+                        .has_value();
+      }
+    }
+    for (const auto& [layout, x] : layouts(at::kFloat))
+      for (bool onesided : {true, false})
+        compared += compare_with_meta("aten::_fft_r2c", {x, dims, int64_t{0}, onesided},
+                                      fmt::format("_fft_r2c {} dims={} onesided={}", layout, dims, onesided))
+                        .has_value();
+  }
+  EXPECT_GT(compared, 100u) << "the CUDA kernels refused most samples";
 }
 
 }  // namespace
