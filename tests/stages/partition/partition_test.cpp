@@ -665,6 +665,22 @@ TEST(Cse, ViewsOfAnOutputStayApartHiddenOnesToo) {
   }
 }
 
+// split's results alias `self` through the list's element annotation (Tensor(a)[]): of an output,
+// they stay apart as views do (CSE's storage classes once read only the list's own alias set).
+TEST(Cse, SplitsOfAnOutputStayApart) {
+  Graph g("g");
+  Value* x = g.add_input("x", TensorMeta::contiguous({2, 2}));
+  Value* a = g.add_call("aten::sin", {x})->output();
+  Value* s = g.add_call("aten::split.Tensor", {a, 1}, {OutputSpec{}, OutputSpec{}})->output(0);
+  Value* t = g.add_call("aten::split.Tensor", {a, 1}, {OutputSpec{}, OutputSpec{}})->output(0);
+  g.set_outputs({a, g.add_call("aten::mul.Tensor", {s, t})->output()});
+  propagate_meta(g);
+  std::size_t merged = 7;
+  Graph out = partitioners::eliminate_common_subexpressions(g, &merged);
+  verify(out);
+  EXPECT_EQ(merged, 0u) << out;
+}
+
 // A repeat of a repeat merges too: the second cos reads the sin that replaced its argument.
 TEST(Cse, ChainsOfRepeatsMergeThroughTheirReplacedArguments) {
   Graph g("g");
