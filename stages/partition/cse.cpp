@@ -2,7 +2,6 @@
 
 #include <aotpipe/stages/partition/op_classes.h>
 #include <aotpipe/graph/memory_plan.h>
-#include <aotpipe/graph/op_properties.h>
 
 #include <cstdint>
 #include <sstream>

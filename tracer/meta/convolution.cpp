@@ -1,5 +1,6 @@
-// Meta kernels of convolution and its backward, and of im2col / col2im (unfold, fold). libtorch's `convolution` is a composite that
-// selects a backend from the tensors' device; on meta tensors it picks "Overrideable" and fails.
+// Meta kernels of convolution and its backward, and of im2col / col2im (unfold, fold). libtorch's
+// `convolution` is a composite that selects a backend from the tensors' device; on meta tensors it
+// picks "Overrideable" and fails.
 // The output's memory format is the one the eager backend produces: on the CPU the backend
 // select_conv_backend chooses (oneDNN, slow, depthwise...) for tensors that report the CPU, as
 // Python's FakeTensor asks it; on CUDA cuDNN's rule (channels_last when the input or the weight is).

@@ -1,7 +1,7 @@
 // Meta kernels of elementwise ops whose CPU kernels have no Meta twin in C++ (activations, their
-// backwards, where, abs, flip, loss backwards, dropout, glu_backward). Each allocates its outputs as the CPU
-// kernel does: through the same TensorIterator configuration, or empty_like where the kernel
-// allocates with it before iterating.
+// backwards, where, abs, flip, loss backwards, dropout, glu_backward). Each allocates its outputs
+// as the CPU kernel does: through the same TensorIterator configuration, or empty_like where the
+// kernel allocates with it before iterating.
 #include <aotpipe/tracer/internal/meta_support.h>
 
 #include <ATen/core/Tensor.h>

@@ -71,23 +71,25 @@ Tensor exec_fft(const Tensor& out, const Tensor& self, IntArrayRef out_sizes, In
   return out.as_strided_(out_sizes, out_strides, out.storage_offset());
 }
 
+// cuFFT's c2c passes over `dims` of `working`: at most three dimensions each, the last ones of
+// `dims` sorted on the pass's input strides (_fft_c2c_cufft; the r2c path's passes after its first).
+Tensor cufft_c2c_passes(Tensor working, Dims dims, IntArrayRef sizes, const at::TensorOptions& options) {
+  for (;;) {
+    dims = sort_dims(working, dims);
+    const std::size_t pass = std::min(kCufftMaxDims, dims.size());
+    Tensor output =
+        exec_fft(at::empty(sizes, options), working, sizes, IntArrayRef(dims).slice(dims.size() - pass, pass));
+    dims.resize(dims.size() - pass);
+    if (dims.empty()) return output;
+    working = std::move(output);
+  }
+}
+
 Tensor fft_c2c_meta(const Tensor& self, IntArrayRef dim, int64_t, bool) {
   TORCH_CHECK(self.is_complex(), "_fft_c2c: expected a complex input, got ", self.scalar_type());
   if (dim.empty()) return at::empty_like(self);
   if (!for_cuda()) return exec_fft(at::empty(self.sizes(), self.options()), self, self.sizes(), sort_dims(self, dim));
-  // cuFFT transforms at most three dimensions per pass, each pass sorted on its input's strides.
-  Dims sorted(dim.begin(), dim.end());
-  Tensor working = self, output = at::empty(self.sizes(), self.options());
-  for (;;) {
-    const auto strides = working.strides();
-    std::sort(sorted.begin(), sorted.end(), [&](int64_t a, int64_t b) { return strides[a] > strides[b]; });
-    const std::size_t pass = std::min(kCufftMaxDims, sorted.size());
-    output = exec_fft(output, working, self.sizes(), IntArrayRef(sorted).slice(sorted.size() - pass, pass));
-    sorted.resize(sorted.size() - pass);
-    if (sorted.empty()) return output;
-    working = output;
-    output = at::empty(self.sizes(), self.options());
-  }
+  return cufft_c2c_passes(self, Dims(dim.begin(), dim.end()), self.sizes(), self.options());
 }
 
 bool optimized_cufft_path(IntArrayRef dim) {
@@ -104,24 +106,13 @@ Tensor fft_r2c_meta(const Tensor& self, IntArrayRef dim, int64_t, bool onesided)
   onesided_sizes[static_cast<std::size_t>(last)] = self.size(last) / 2 + 1;
   if (onesided) out_sizes = onesided_sizes;
   if (!for_cuda()) return exec_fft(at::empty(out_sizes, complex), self, out_sizes, sort_dims(self, dim, true));
-  Tensor output = at::empty(out_sizes, complex);
-  if (optimized_cufft_path(dim)) return exec_fft(output, self, out_sizes, dim);
-  // r2c on the last dimension, then c2c passes of at most three dimensions.
-  output = exec_fft(output, self, dim.size() == 1 ? IntArrayRef(out_sizes) : IntArrayRef(onesided_sizes), {last});
-  Tensor working = dim.size() > 1 ? at::empty(out_sizes, complex) : Tensor();
-  Dims rest(dim.begin(), dim.end() - 1);
-  while (!rest.empty()) {
-    std::swap(output, working);
-    const auto strides = working.strides();
-    std::sort(rest.begin(), rest.end(), [&](int64_t a, int64_t b) { return strides[a] > strides[b]; });
-    const std::size_t pass = std::min(kCufftMaxDims, rest.size());
-    output = exec_fft(output, working, onesided_sizes, IntArrayRef(rest).slice(rest.size() - pass, pass));
-    rest.resize(rest.size() - pass);
-  }
-  if (!onesided && output.size(last) != out_sizes[static_cast<std::size_t>(last)]) {
-    working.resize_(out_sizes, at::MemoryFormat::Contiguous);
-    return working;
-  }
+  if (optimized_cufft_path(dim)) return exec_fft(at::empty(out_sizes, complex), self, out_sizes, dim);
+  // r2c on the last dimension, then c2c passes over the others.
+  const IntArrayRef first_sizes = dim.size() == 1 ? IntArrayRef(out_sizes) : IntArrayRef(onesided_sizes);
+  Tensor output = exec_fft(at::empty(first_sizes, complex), self, first_sizes, {last});
+  if (dim.size() > 1) output = cufft_c2c_passes(output, Dims(dim.begin(), dim.end() - 1), onesided_sizes, complex);
+  // Two-sided: the one-sided result is copied into a contiguous tensor of the full size.
+  if (!onesided && output.size(last) != out_sizes[static_cast<std::size_t>(last)]) return at::empty(out_sizes, complex);
   return output;
 }
 
