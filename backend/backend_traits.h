@@ -16,6 +16,14 @@ struct BackendTraits {
   // takes min-cut where this is true and the default partitioner (save what the backward reads)
   // where it is false.
   bool recomputation_pays = true;
+  // Whether the backend fuses a recomputed op into the kernel of the op that reads it (Inductor
+  // does; the interpreter and the planned backend run one ATen kernel per op). Min-cut's
+  // ban_recompute_used_far_apart is a fusion heuristic: it bans recomputing an op for a reader
+  // that comes after an unfusible op, which it could not be fused with. Where nothing fuses, that
+  // holds of every reader alike, and the ban only makes the cut save more: Swin2SR's cosine
+  // attention saved two more 32 KB values per block than eager's autograd (docs/zoo.md). A
+  // compile whose AotConfig names no partitioner applies the ban only where this is true.
+  bool fuses_recomputed_ops = false;
 };
 
 // `compiler` declaring `traits`. A named compiler (named_compiler) keeps its name, so the compile

@@ -15,10 +15,13 @@ AotConfig resolve_defaults(AotConfig config) {
   config.fw_compiler = std::move(compilers.forward);
   config.bw_compiler = std::move(compilers.backward);
   config.inference_compiler = std::move(compilers.inference);
-  if (!config.partition_fn)
-    config.partition_fn = backend_traits_of(config.fw_compiler).recomputation_pays
-                              ? partitioners::min_cut_rematerialization_partition()
-                              : partitioners::default_partition();
+  if (!config.partition_fn) {
+    const BackendTraits traits = backend_traits_of(config.fw_compiler);
+    partitioners::MinCutOptions min_cut;
+    min_cut.ban_recompute_used_far_apart = traits.fuses_recomputed_ops;
+    config.partition_fn = traits.recomputation_pays ? partitioners::min_cut_rematerialization_partition(min_cut)
+                                                    : partitioners::default_partition();
+  }
   return config;
 }
 

@@ -34,8 +34,9 @@ struct AotConfig {
   Compiler bw_compiler;         // empty: same as fw_compiler
   Compiler inference_compiler;  // empty: same as fw_compiler
   // Empty: the forward compiler's choice (backend/backend_traits.h): min-cut rematerialization
-  // (the interpreter's), or the default partitioner for a backend that recomputation does not pay
-  // for (cuda_graphs).
+  // (the interpreter's; without the fusion heuristic ban_recompute_used_far_apart for a backend
+  // that fuses nothing), or the default partitioner for a backend that recomputation does not
+  // pay for (cuda_graphs).
   Partitioner partition_fn;
   std::size_t num_params_buffers = 0;
   bool keep_inference_input_mutations = false;

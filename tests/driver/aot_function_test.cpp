@@ -400,12 +400,63 @@ TEST(AotFunctionRuntime, BackendTraitsPickThePartitioner) {
     f(inputs)[0].backward();
     return f.compiled_state(inputs)->partition->partitioner;
   };
+  partitioners::MinCutOptions unfused;
+  unfused.ban_recompute_used_far_apart = false;
   AotConfig config;
-  EXPECT_EQ(partitioner_of(config), identity_of(partitioners::min_cut_rematerialization_partition()));
+  EXPECT_EQ(partitioner_of(config), identity_of(partitioners::min_cut_rematerialization_partition(unfused)))
+      << "the interpreter fuses nothing: min-cut without the fusion heuristic";
+  config.fw_compiler = with_backend_traits(backends::interpreter(), {.fuses_recomputed_ops = true});
+  EXPECT_EQ(partitioner_of(config), identity_of(partitioners::min_cut_rematerialization_partition()))
+      << "a fusing backend: PyTorch's settings";
   config.fw_compiler = saving;
   EXPECT_EQ(partitioner_of(config), identity_of(partitioners::default_partition()));
   config.partition_fn = partitioners::min_cut_rematerialization_partition();
   EXPECT_EQ(partitioner_of(config), identity_of(partitioners::min_cut_rematerialization_partition()));
+}
+
+// Swin v2's cosine attention (q and k divided by their norms, then multiplied: an unfusible bmm).
+// PyTorch's min-cut bans recomputing the divisions for the backward's readers, which come after
+// the bmm: it saves them on top of what it needs anyway. A backend that fuses nothing (the
+// interpreter) recomputes them from the saved projections and saves less; both match eager.
+TEST(AotFunctionRuntime, AnUnfusingBackendSavesWhatTheFusionHeuristicWouldNot) {
+  auto fn = [](const TensorList& a) {
+    auto normalize = [](const at::Tensor& x) {
+      return x / at::linalg_vector_norm(x, 2, at::IntArrayRef{-1}, /*keepdim=*/true).clamp_min(1e-12);
+    };
+    at::Tensor q = normalize(at::matmul(a[0], a[1]));
+    at::Tensor k = normalize(at::matmul(a[0], a[2]));
+    at::Tensor attention = at::bmm(q, k.transpose(1, 2)).softmax(-1);
+    return TensorList{at::bmm(attention, a[0]).sum()};
+  };
+  const TensorList inputs{param({4, 8, 16}), param({16, 16}), param({16, 16})};
+  auto compiled = [&](AotConfig config) {
+    CompiledFunction f = aot_function(fn, std::move(config));
+    const TensorList out = f(inputs);
+    out[0].backward();
+    return std::pair{out[0].detach(), f.compiled_state(inputs)->partition->saved_bytes};
+  };
+  const TensorList eager_inputs{inputs[0].detach().clone().requires_grad_(true),
+                                inputs[1].detach().clone().requires_grad_(true),
+                                inputs[2].detach().clone().requires_grad_(true)};
+  const at::Tensor eager = fn(eager_inputs)[0];
+  eager.backward();
+  std::vector<at::Tensor> eager_grads;
+  for (const at::Tensor& t : eager_inputs) eager_grads.push_back(t.grad().clone());
+
+  auto check_against_eager = [&](const at::Tensor& out, const char* which) {
+    EXPECT_TRUE(at::allclose(out, eager.detach(), 1e-5, 1e-5)) << which;
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      EXPECT_TRUE(at::allclose(inputs[i].grad(), eager_grads[i], 1e-5, 1e-5)) << which << ", gradient " << i;
+      inputs[i].mutable_grad().reset();
+    }
+  };
+  const auto [unfused_out, unfused_saved] = compiled(AotConfig{});
+  check_against_eager(unfused_out, "interpreter");
+  AotConfig pytorch;
+  pytorch.fw_compiler = with_backend_traits(backends::interpreter(), {.fuses_recomputed_ops = true});
+  const auto [fused_out, fused_saved] = compiled(pytorch);
+  check_against_eager(fused_out, "PyTorch's settings");
+  EXPECT_LT(unfused_saved, fused_saved);
 }
 
 TEST(AotFunctionRuntime, CreateGraphWorksOnceAndDoubleBackwardRaises) {

@@ -508,8 +508,9 @@ Command add_compile_command(CLI::App& parent) {
       },
       "Print the compile stages (the names --pipeline takes) and exit");
   app->add_option("--partitioner", options->partitioner,
-                  "Partitioner of the joint graph; auto: the backend's (min_cut for the interpreter, default for "
-                  "cuda_graphs, docs/cuda-graphs.md)")
+                  "Partitioner of the joint graph; auto: the backend's (for the interpreter and planned, min-cut "
+                  "without the fusion heuristic ban_recompute_used_far_apart, docs/stages/partition.md; default "
+                  "for cuda_graphs, docs/cuda-graphs.md); min_cut: PyTorch's, with PyTorch's settings")
       ->check(CLI::IsMember(partitioner_names()))
       ->capture_default_str();
   app->add_option("--backend", options->backend,

@@ -34,8 +34,8 @@ std::vector<std::string> backend_names();
 Compiler backend_named(const std::string& name);
 
 // The partitioners `--partitioner` names: "auto", the backend's choice (backend/backend_traits.h:
-// min_cut for the interpreter, default for cuda_graphs), which is the empty Partitioner, and
-// "min_cut" and "default".
+// min-cut fitted to the interpreter, default for cuda_graphs), which is the empty Partitioner,
+// and "min_cut" (PyTorch's settings) and "default".
 std::vector<std::string> partitioner_names();
 Partitioner partitioner_option(const std::string& name);
 
