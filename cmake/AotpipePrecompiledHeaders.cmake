@@ -1,6 +1,6 @@
 # One precompiled header of libtorch (+ GoogleTest) that the test, example and benchmark programs
 # share: parsing <torch/torch.h> costs 20-40 s per translation unit, and most test files include
-# it or ATen. The header is compiled once per set of compile options (about 750 MB each with GCC:
+# it or ATen. The header is compiled once per set of compile options (about 730 MB each with GCC:
 # disk, not only time, decides how many there are) and every target in the folders given to
 # aotpipe_reuse_torch_pch() reuses it. The libraries do not use it: their sources must
 # keep compiling from their own includes (the Conan package builds them without it).
@@ -47,9 +47,9 @@ endfunction()
 # aotpipe_reuse_torch_pch(DIR... EXCLUDE DIR... [OPTIONS FLAG... HOST NAME]): every executable
 # and static library defined below the DIRs, except below the EXCLUDE ones (programs that do not
 # link libtorch), reuses the shared header. Static libraries among them are compiled as code for
-# executables (-fPIE), so they must not be linked into shared libraries. OPTIONS are compile options given to those targets and
-# to the header's own host, named after HOST: a header is reusable only by targets compiled with
-# the options it was compiled with.
+# executables (-fPIE), so they must not be linked into shared libraries. OPTIONS are compile
+# options given to those targets and to the header's own host, named after HOST: a header is
+# reusable only by targets compiled with the options it was compiled with.
 function(aotpipe_reuse_torch_pch)
   cmake_parse_arguments(PARSE_ARGV 0 arg "" "HOST" "EXCLUDE;OPTIONS")
   set(excluded)
