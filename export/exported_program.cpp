@@ -3,6 +3,7 @@
 #include <aotpipe/export/internal/pt2_archive.h>
 #include <aotpipe/graph/device_retarget.h>
 #include <aotpipe/graph/error_text.h>
+#include <aotpipe/graph/formula_fusion.h>
 #include <aotpipe/graph/interpreter.h>
 
 #include <ATen/core/LegacyTypeDispatch.h>
@@ -15,6 +16,7 @@
 #include <iterator>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <type_traits>
 #include <unordered_map>
@@ -30,6 +32,12 @@ namespace {
 struct Specialization {
   std::shared_ptr<const Graph> graph;
   Interpreter interpreter;
+  // What a compile traces: the graph with its pointwise formulas fused (graph/formula_fusion.h);
+  // null where that changed nothing (the graph's own serves).
+  std::shared_ptr<const Graph> fused_graph;
+  std::optional<Interpreter> fused_interpreter;
+
+  const Interpreter& traced() const { return fused_interpreter ? *fused_interpreter : interpreter; }
 };
 
 using SizesKey = std::vector<std::vector<int64_t>>;
@@ -52,6 +60,7 @@ struct ExportedProgram::Impl {
   std::vector<std::string> user_inputs;  // graph value names
   std::optional<TensorList> samples;
   std::optional<c10::Device> device;
+  bool fuse_formulas = true;
   // Graph output k that is a mutation writes graph input mutation_targets[k]; the others are
   // the user outputs, in order.
   std::vector<std::pair<std::size_t, std::size_t>> mutations;  // (output index, input index)
@@ -76,7 +85,15 @@ struct ExportedProgram::Impl {
     const c10::impl::ForceDispatchKeyGuard untraced(c10::default_included_set, c10::default_excluded_set);
     auto graph = std::make_shared<Graph>(pt2::import_graph(graph_json, graph_name(), symbols, where()));
     if (device) retarget_device(*graph, *device);
-    return std::make_shared<const Specialization>(Specialization{graph, Interpreter(*graph)});
+    auto spec = std::make_shared<Specialization>(Specialization{graph, Interpreter(*graph), nullptr, std::nullopt});
+    if (fuse_formulas) {
+      auto fused = std::make_shared<Graph>(*graph);
+      if (!fuse_pointwise_formulas(*fused).empty()) {
+        spec->fused_interpreter.emplace(*fused);
+        spec->fused_graph = std::move(fused);
+      }
+    }
+    return spec;
   }
 
   // The symbol values the sizes of `user` give, every dimension checked against the export.
@@ -149,8 +166,8 @@ struct ExportedProgram::Impl {
     return specializations.emplace(std::move(key), std::move(built)).first->second;
   }
 
-  TensorList run(const Specialization& spec, const TensorList& args) const {
-    TensorList outputs = spec.interpreter.run(args);
+  TensorList run(const Interpreter& interpreter, const TensorList& args) const {
+    TensorList outputs = interpreter.run(args);
     for (const auto& [output, input] : mutations) {
       const at::Tensor& target = args[input];
       if (target.requires_grad()) {
@@ -309,6 +326,7 @@ std::shared_ptr<ExportedProgram::Impl> ExportedProgram::load(const std::filesyst
   impl->path = path;
   impl->name = path.stem().string();
   impl->device = options.device;
+  impl->fuse_formulas = options.fuse_formulas;
   const std::string where = path.string();
   pt2::Pt2Archive archive(path, options.map_weights);
   const Json model = archive.model_json();
@@ -458,7 +476,7 @@ TensorList ExportedProgram::operator()(const TensorList& user_inputs) const {
   auto spec = impl_->specialization(user_inputs);
   TensorList args = impl_->lifted;
   args.insert(args.end(), user_inputs.begin(), user_inputs.end());
-  return impl_->run(*spec, args);
+  return impl_->run(spec->interpreter, args);
 }
 
 Function ExportedProgram::flat_function() const {
@@ -468,7 +486,7 @@ Function ExportedProgram::flat_function() const {
       throw Pt2Error(fmt::format("{}: the flat program takes {} lifted tensors then the user inputs; got {} arguments",
                                  impl->where(), lifted, args.size()));
     auto spec = impl->specialization(TensorList(args.begin() + static_cast<std::ptrdiff_t>(lifted), args.end()));
-    return impl->run(*spec, args);
+    return impl->run(spec->traced(), args);
   };
 }
 

@@ -49,6 +49,12 @@ struct LoadExportedProgramOptions {
   // (an optimizer step) stay in this process. Do not rewrite the archive in place while the
   // program is loaded (write a new file and rename it). false: every tensor is read at load.
   bool map_weights = true;
+  // A compile (flat_function) traces the program with the formulas of ATen's fused activations
+  // replaced by those kernels (GPT-2's and BLOOM's tanh GELU, erf GELU, x*sigmoid(x):
+  // graph/formula_fusion.h): one kernel each way instead of ten calls and their derivatives, and
+  // only x kept for the backward. Results equal the formula's to rounding. The program's own
+  // graph (graph(), operator()) stays as exported. false: compiles trace it as exported too.
+  bool fuse_formulas = true;
 };
 
 class ExportedProgram {
@@ -88,7 +94,8 @@ class ExportedProgram {
   // mutations land in the buffers and inputs, as the exported module's call does.
   TensorList operator()(const TensorList& user_inputs) const;
   // The program as a flat function of [lifted tensors..., user inputs...] returning the user
-  // outputs and writing mutations into its arguments: what a compile traces.
+  // outputs and writing mutations into its arguments: what a compile traces (with its formulas
+  // fused, LoadExportedProgramOptions::fuse_formulas).
   Function flat_function() const;
 
  private:

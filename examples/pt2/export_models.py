@@ -22,6 +22,7 @@ The output depends on the torch version (2.11.0); archives are byte-different on
 """
 import argparse
 import copy
+import math
 import os
 import sys
 
@@ -250,6 +251,29 @@ class VitEncoderBlock(nn.Module):
         return x + self.mlp(self.ln2(x))
 
 
+class ActivationFormulas(nn.Module):
+    """Activations written out as formulas, as transformers writes them: GPT-2's gelu_new (with
+    pow), BLOOM's factored tanh GELU, the erf GELU of older BERTs, and x * sigmoid(x). A compile
+    traces each as the one ATen kernel (graph/formula_fusion.h); the last tanh's result is read
+    twice (by the GELU formula and by the sum after it), so that formula stays as written."""
+
+    def __init__(self):
+        super().__init__()
+        self.lins = nn.ModuleList(nn.Linear(8, 8) for _ in range(5))
+
+    def forward(self, x):
+        h = self.lins[0](x)
+        h = 0.5 * h * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (h + 0.044715 * torch.pow(h, 3.0))))
+        h = self.lins[1](h)
+        h = h * 0.5 * (1.0 + torch.tanh(0.79788456 * h * (1 + 0.044715 * h * h)))
+        h = self.lins[2](h)
+        h = h * 0.5 * (1.0 + torch.erf(h / math.sqrt(2.0)))
+        h = self.lins[3](h)
+        h = h * torch.sigmoid(h)
+        t = torch.tanh(math.sqrt(2.0 / math.pi) * (h + 0.044715 * torch.pow(h, 3.0)))
+        return self.lins[4](0.5 * h * (1.0 + t) + t)
+
+
 def models():
     """(name, module factory, input factory, training, dynamic_shapes, with a core-ATen archive)
     per example model."""
@@ -268,6 +292,8 @@ def models():
         ("tied_lm_head", TiedLmHead, lambda: (torch.randint(0, 32, (2, 6), generator=g()),), True, None, True),
         ("autocast_regions", AutocastRegions, lambda: (torch.randn(5, 8, generator=g()),), True, None, True),
         ("vit_encoder_block", VitEncoderBlock, lambda: (torch.randn(1, 5, 16, generator=g()),), True, None, True),
+        ("activation_formulas", ActivationFormulas, lambda: (torch.randn(6, 8, generator=g()) * 2,), True, None,
+         True),
         ("dynamic_mlp", DynamicMlp, lambda: (torch.randn(4, 8, generator=g()),), True,
          ({0: torch.export.Dim("batch", min=2, max=64)},), True),
     ]

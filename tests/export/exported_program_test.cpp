@@ -34,9 +34,9 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   return info.param.model + (info.param.variant.empty() ? "_training_ir" : "_aten_ir");
 }
 
-const char* const kModels[] = {"resnet_bn_train",       "gpt_block_loss",   "lstm_tagger",      "unet_decoder_block",
-                               "buffer_mutation_const", "eval_classifier",  "dynamic_mlp",      "no_grad_region",
-                               "tied_lm_head",          "autocast_regions", "vit_encoder_block"};
+const char* const kModels[] = {"resnet_bn_train",       "gpt_block_loss",   "lstm_tagger",       "unet_decoder_block",
+                               "buffer_mutation_const", "eval_classifier",  "dynamic_mlp",       "no_grad_region",
+                               "tied_lm_head",          "autocast_regions", "vit_encoder_block", "activation_formulas"};
 
 // Every archive of every model (no_grad_region has no core-ATen archive: see export_models.py).
 std::vector<Case> all_cases() {
@@ -236,6 +236,47 @@ TEST(ExportedProgramLoad, AutocastRegionsRunUnderTheirState) {
         node->output()->meta()->dtype == c10::kBFloat16)
       ++to_bf16;
   EXPECT_GE(to_bf16, 4u);  // lin1's input, weight, bias; lin2's weight and bias
+}
+
+// How many calls of each op in `graph`, for the ops named.
+std::map<std::string, std::size_t> count_calls(const Graph& graph, const std::set<std::string>& ops) {
+  std::map<std::string, std::size_t> counts;
+  for (const Node* node : graph.nodes())
+    if (node->is_call() && ops.contains(node->qualified_name())) ++counts[node->qualified_name()];
+  return counts;
+}
+
+// The activation formulas of activation_formulas.pt2 compile as ATen's kernels, forward and
+// backward (CompiledMatchesPyTorch checks the step's numbers); the program's own graph, and a
+// compile asked not to, keep them as written. The last formula's tanh is read twice: it stays.
+TEST(ExportedProgramLoad, ActivationFormulasCompileAsTheirKernels) {
+  const std::set<std::string> ops = {
+      "aten::tanh", "aten::erf",           "aten::sigmoid",       "aten::gelu",
+      "aten::silu", "aten::gelu_backward", "aten::silu_backward", "aten::pow.Tensor_Scalar"};
+  for (const char* variant : {"", ".aten"}) {
+    const auto path = pt2_dir() / (std::string("activation_formulas") + variant + ".pt2");
+    ExportedProgram program = load_exported_program(path);
+    using Counts = std::map<std::string, std::size_t>;
+    EXPECT_EQ(count_calls(program.graph(), ops),
+              (Counts{{"aten::tanh", 3}, {"aten::erf", 1}, {"aten::sigmoid", 1}, {"aten::pow.Tensor_Scalar", 2}}))
+        << path;
+    const auto inputs = *program.sample_inputs();
+    const auto fused = compile_exported_program(program).compiled_state(inputs);
+    ASSERT_TRUE(fused->partition) << path;
+    EXPECT_EQ(count_calls(fused->partition->forward, ops),
+              (Counts{{"aten::tanh", 1}, {"aten::gelu", 3}, {"aten::silu", 1}, {"aten::pow.Tensor_Scalar", 1}}))
+        << path;
+    const Counts backward = count_calls(fused->partition->backward, ops);
+    EXPECT_EQ(backward.at("aten::gelu_backward"), 3u) << path;
+    EXPECT_EQ(backward.at("aten::silu_backward"), 1u) << path;
+    EXPECT_FALSE(backward.contains("aten::erf")) << path;
+
+    ExportedProgram as_exported = load_exported_program(path, {.fuse_formulas = false});
+    const auto unfused = compile_exported_program(as_exported).compiled_state(inputs);
+    const Counts forward = count_calls(unfused->partition->forward, ops);
+    EXPECT_EQ(forward.at("aten::tanh"), 3u) << path;
+    EXPECT_FALSE(forward.contains("aten::gelu")) << path;
+  }
 }
 
 // torchvision's ViT block exported on the CPU: the head merge after attention is a view there
