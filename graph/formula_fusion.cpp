@@ -273,6 +273,18 @@ std::optional<Match> match_formula(const Graph& graph, const Node& root,
   return std::nullopt;
 }
 
+// Whether a call between the formula's first call and its root (at `root_index`) writes memory:
+// the training IR keeps in-place ops, and x or an intermediate written there would make the
+// formula's reads see different values, where the kernel reads x once, at the root.
+bool mutates_between(const Graph& graph, const std::vector<Node*>& calls, std::size_t root_index) {
+  std::size_t first = root_index;
+  for (const Node* n : calls) first = std::min(first, graph.index_of(n));
+  const auto nodes = graph.nodes();
+  return std::any_of(nodes.begin() + static_cast<std::ptrdiff_t>(first),
+                     nodes.begin() + static_cast<std::ptrdiff_t>(root_index),
+                     [](const Node* n) { return n->has_side_effects(); });
+}
+
 // Replaces the match's calls by the kernel's; returns the new call.
 Node* replace(Graph& graph, const Match& m) {
   Node* root = m.calls.back();
@@ -312,7 +324,7 @@ std::vector<FusedFormula> fuse_pointwise_formulas(Graph& graph) {
   auto uses = graph.compute_uses();
   for (std::size_t i = 0; i < graph.num_nodes(); ++i) {
     auto m = match_formula(graph, *graph.nodes()[i], uses);
-    if (!m) continue;
+    if (!m || mutates_between(graph, m->calls, i)) continue;
     const std::string value = m->calls.back()->output()->name();
     const std::size_t calls = m->calls.size();
     Node* kernel = replace(graph, *m);

@@ -34,8 +34,9 @@ struct FusedFormula {
 //   0.5*x*(1 + erf(x/sqrt(2)))                       -> aten::gelu(x)
 //   x*sigmoid(x)                                     -> aten::silu(x)
 // when nothing else reads its intermediates (nor the graph's outputs), every call of it makes a
-// tensor of x's dtype and sizes (no broadcast, no promotion), and none is in an autocast region
-// (autocast runs pow in float32). The kernel's call takes the value's name, TensorMeta and the
+// tensor of x's dtype and sizes (no broadcast, no promotion), none is in an autocast region
+// (autocast runs pow in float32), and no call from its first to its last writes memory (an
+// in-place op of the training IR: the formula's reads of x would not all see the same values). The kernel's call takes the value's name, TensorMeta and the
 // formula's last call's attributes; scalar constants left unread are removed.
 std::vector<FusedFormula> fuse_pointwise_formulas(Graph& graph);
 

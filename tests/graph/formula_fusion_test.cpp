@@ -197,6 +197,21 @@ TEST(FormulaFusion, AutocastRegionsAreLeftAlone) {
   EXPECT_TRUE(fuse_pointwise_formulas(g).empty());
 }
 
+TEST(FormulaFusion, AWriteInsideTheFormulaKeepsIt) {
+  // The training IR keeps in-place ops: x written after the formula's first read of it.
+  std::string body = gpt2_case().body;
+  const std::string cube = "  %cube: {t} = aten::pow.Tensor_Scalar(%x, 3.0)\n";
+  ASSERT_NE(body.find(cube), std::string::npos);
+  body.insert(body.find(cube), "  %x2: {t} = aten::mul_.Tensor(%x, %other)\n");
+  Graph g = formula_graph(body, gpt2_case().scalars);
+  EXPECT_TRUE(fuse_pointwise_formulas(g).empty());
+  // The same write before the formula's first call leaves it whole.
+  body = gpt2_case().body;
+  body.insert(0, "  %x2: {t} = aten::mul_.Tensor(%x, %other)\n");
+  g = formula_graph(body, gpt2_case().scalars);
+  EXPECT_EQ(fuse_pointwise_formulas(g).size(), 1u);
+}
+
 TEST(FormulaFusion, NestedFormulasBothFuseAndSharedConstantsStay) {
   // silu(gelu_new(x)), and the gelu's 0.5 also scales `other`.
   Graph g = formula_graph(gpt2_case().body + R"(  %s: {t} = aten::sigmoid(%y)
