@@ -117,6 +117,21 @@ std::vector<FormulaCase> formula_cases() {
        {{"sqrt2", std::sqrt(2.0)}},
        "aten::gelu",
        6},
+      // The same function multiplied out: (x + x * tanh(beta * x + beta * kappa * x * x * x)) / 2.
+      {"gelu_multiplied_out",
+       R"(  %x2: {t} = aten::mul.Tensor(%x, %x)
+  %x3: {t} = aten::mul.Tensor(%x2, %x)
+  %k: {t} = aten::mul.Scalar(%x3, 0.035677408136300125)
+  %b: {t} = aten::mul.Scalar(%x, 0.7978845608028654)
+  %arg: {t} = aten::add.Tensor(%b, %k)
+  %th: {t} = aten::tanh(%arg)
+  %xt: {t} = aten::mul.Tensor(%x, %th)
+  %s: {t} = aten::add.Tensor(%x, %xt)
+  %y: {t} = aten::div.Scalar(%s, 2)
+)",
+       {},
+       "aten::gelu(approximate='tanh')",
+       9},
       {"silu",
        R"(  %s: {t} = aten::sigmoid(%x)
   %y: {t} = aten::mul.Tensor(%s, %x)
