@@ -1,9 +1,11 @@
 """The model zoo's table: every model of tests/zoo/export_zoo.py, its compile and step times from
 C++ (bench/export/zoo_step_bench) beside PyTorch eager's step in Python, and the zoo test's result.
 
-Rounds alternate: PyTorch eager's steps for every model, then zoo_step_bench over every model
-(compiled and interpreted steps, themselves interleaved), and each figure is the median over the
-rounds, so the machine's drift and noise hit both sides alike.
+Each round goes through the models in groups of --group: PyTorch eager's steps for the group,
+then zoo_step_bench over it (compiled, planned and interpreted steps, themselves interleaved), the
+two sides in the other order in every other round; each figure is the median over the rounds. A
+model's two sides are measured seconds apart, not minutes, so this shared machine's slow and fast
+phases (1.5x apart, lasting minutes: docs/zoo.md) hit both sides alike.
 
 Columns (milliseconds, medians):
   ops          call nodes of the training export
@@ -122,6 +124,7 @@ def main():
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--only")
+    ap.add_argument("--group", type=int, default=8, help="models measured side by side before the next group")
     opts = ap.parse_args()
     zoo_path = opts.zoo or zoo_dir()
     with open(os.path.join(zoo_path, "manifest.json")) as f:
@@ -142,11 +145,17 @@ def main():
     meter = CpuMemoryMeter(opts.build)
     eager_peak = {name: eager_peak_bytes(meter, *models[name]) for name in exported}
     eager, compiled = [], []
+    groups = [exported[i:i + max(1, opts.group)] for i in range(0, len(exported), max(1, opts.group))]
     for r in range(opts.rounds):
-        print(f"round {r + 1}/{opts.rounds}: eager", file=sys.stderr, flush=True)
-        eager.append(eager_round(models))
-        print(f"round {r + 1}/{opts.rounds}: zoo_step_bench", file=sys.stderr, flush=True)
-        compiled.append(bench_round(bench, zoo_path, exported))
+        print(f"round {r + 1}/{opts.rounds}: {len(groups)} groups of eager and zoo_step_bench", file=sys.stderr,
+              flush=True)
+        eager.append({})
+        compiled.append({})
+        for group in groups:
+            sides = [lambda: eager[-1].update(eager_round({name: models[name] for name in group})),
+                     lambda: compiled[-1].update(bench_round(bench, zoo_path, group))]
+            for side in (sides if r % 2 == 0 else sides[::-1]):
+                side()
     results = test_results(os.path.join(opts.build, "tests", "zoo", "zoo_test"), zoo_path, [m["name"] for m in entries])
 
     print(f"torch {manifest['torch']}, torchvision {manifest['torchvision']}, timm {manifest['timm']}, "
