@@ -33,8 +33,8 @@ struct Specialization {
   std::shared_ptr<const Graph> graph;
   Interpreter interpreter;
   // What a compile traces: the graph with its pointwise formulas fused (graph/formula_fusion.h);
-  // null where that changed nothing (the graph's own serves).
-  std::shared_ptr<const Graph> fused_graph;
+  // empty where that changed nothing (the graph's own serves). An interpreter keeps no reference
+  // to its graph, so the fused copy is not kept.
   std::optional<Interpreter> fused_interpreter;
 
   const Interpreter& traced() const { return fused_interpreter ? *fused_interpreter : interpreter; }
@@ -85,13 +85,10 @@ struct ExportedProgram::Impl {
     const c10::impl::ForceDispatchKeyGuard untraced(c10::default_included_set, c10::default_excluded_set);
     auto graph = std::make_shared<Graph>(pt2::import_graph(graph_json, graph_name(), symbols, where()));
     if (device) retarget_device(*graph, *device);
-    auto spec = std::make_shared<Specialization>(Specialization{graph, Interpreter(*graph), nullptr, std::nullopt});
+    auto spec = std::make_shared<Specialization>(Specialization{graph, Interpreter(*graph), std::nullopt});
     if (fuse_formulas) {
-      auto fused = std::make_shared<Graph>(*graph);
-      if (!fuse_pointwise_formulas(*fused).empty()) {
-        spec->fused_interpreter.emplace(*fused);
-        spec->fused_graph = std::move(fused);
-      }
+      Graph fused = *graph;
+      if (!fuse_pointwise_formulas(fused).empty()) spec->fused_interpreter.emplace(fused);
     }
     return spec;
   }

@@ -285,8 +285,13 @@ bool mutates_between(const Graph& graph, const std::vector<Node*>& calls, std::s
                      [](const Node* n) { return n->has_side_effects(); });
 }
 
-// Replaces the match's calls by the kernel's; returns the new call.
-Node* replace(Graph& graph, const Match& m) {
+struct Replacement {
+  Node* kernel = nullptr;
+  std::set<Node*> constants;  // the scalar constants the formula read: others may still read them
+};
+
+// Replaces the match's calls by the kernel's.
+Replacement replace(Graph& graph, const Match& m) {
   Node* root = m.calls.back();
   Value* old = root->output();
   const std::string name = old->name();
@@ -297,21 +302,14 @@ Node* replace(Graph& graph, const Match& m) {
   Node* kernel = graph.add_call(m.formula->op, std::move(args), std::move(outputs), root);
   kernel->attrs() = root->attrs();
   graph.replace_all_uses(old, kernel->output());
-  // The scalar constants the formula read, removed below where nothing else reads them.
-  std::set<Node*> constants;
+  Replacement r{kernel, {}};
   for (const Node* n : m.calls)
     n->for_each_input([&](Value* v) {
-      if (v->producer() && v->producer()->kind() == NodeKind::Constant) constants.insert(v->producer());
+      if (v->producer() && v->producer()->kind() == NodeKind::Constant) r.constants.insert(v->producer());
     });
   graph.erase_nodes(m.calls);
-  const auto uses = graph.compute_uses();
-  std::vector<Node*> unread;
-  for (Node* c : constants)
-    if (!uses.contains(c->output()) && std::ranges::find(graph.outputs(), c->output()) == graph.outputs().end())
-      unread.push_back(c);
-  graph.erase_nodes(unread);
   graph.rename(kernel->output(), name);
-  return kernel;
+  return r;
 }
 
 }  // namespace
@@ -327,10 +325,17 @@ std::vector<FusedFormula> fuse_pointwise_formulas(Graph& graph) {
     if (!m || mutates_between(graph, m->calls, i)) continue;
     const std::string value = m->calls.back()->output()->name();
     const std::size_t calls = m->calls.size();
-    Node* kernel = replace(graph, *m);
+    const Replacement r = replace(graph, *m);
     fused.push_back({m->formula->kernel, value, calls});
-    i = graph.index_of(kernel);
+    // One count of readers serves both: which of the formula's constants nothing reads any more
+    // (removed), and the next matches (erasing those constants changes no other value's readers).
     uses = graph.compute_uses();
+    std::vector<Node*> unread;
+    for (Node* c : r.constants)
+      if (!uses.contains(c->output()) && std::ranges::find(graph.outputs(), c->output()) == graph.outputs().end())
+        unread.push_back(c);
+    graph.erase_nodes(unread);
+    i = graph.index_of(r.kernel);
   }
   return fused;
 }
