@@ -55,6 +55,8 @@ struct ExportedProgram::Impl {
   Json graph_json;  // graph_module.graph
   ExportGraphSignature signature;
   std::vector<SymbolicDim> dims;
+  std::vector<SymbolicDim> data_dependent_dims;  // u0, u1, ...: sizes read from tensor values
+  std::string data_dependent_origin;             // the first node returning such a size
   std::vector<NamedTensor> parameters, buffers, constants;
   TensorList lifted;                     // one per lifted input, in input order
   std::vector<std::string> user_inputs;  // graph value names
@@ -269,22 +271,41 @@ ExportGraphSignature read_signature(const Json& json, std::string_view where) {
   return sig;
 }
 
-std::vector<SymbolicDim> read_range_constraints(const Json& json, std::string_view where) {
-  std::vector<SymbolicDim> dims;
-  if (!json.is_object()) return dims;
+// The ranges of the export's symbols: those of input sizes into `dims`, the data-dependent ones
+// (u0, u1, ...) into `data_dependent`.
+void read_range_constraints(const Json& json, std::vector<SymbolicDim>& dims,
+                            std::vector<SymbolicDim>& data_dependent) {
+  if (!json.is_object()) return;
   auto bound = [](const Json& v, int64_t fallback) {
     return v.is_number_integer() ? v.get<int64_t>() : fallback;  // int_oo is written as a non-integer
   };
   for (auto it = json.begin(); it != json.end(); ++it) {
-    if (it.key().starts_with("u"))
-      throw Pt2Error(
-          fmt::format("{}: symbol {} is data-dependent (an unbacked size from a value in a tensor); "
-                      "data-dependent shapes are not supported",
-                      where, it.key()));
-    dims.push_back({it.key(), bound(it.value().value("min_val", Json()), 0),
-                    bound(it.value().value("max_val", Json()), std::numeric_limits<int64_t>::max())});
+    SymbolicDim dim{it.key(), bound(it.value().value("min_val", Json()), 0),
+                    bound(it.value().value("max_val", Json()), std::numeric_limits<int64_t>::max())};
+    (pt2::is_unbacked_symbol(it.key()) ? data_dependent : dims).push_back(std::move(dim));
   }
-  return dims;
+}
+
+// "node 'where' (torch.ops.aten.where.default)": the first node of `graph` (a graph_module.graph)
+// returning a tensor whose size is data-dependent; empty when none does.
+std::string data_dependent_origin(const Json& graph) {
+  const Json& metas = graph.at("tensor_values");
+  auto data_dependent = [&](const Json& tensor) {
+    const std::string name = tensor.at("name").get<std::string>();
+    return metas.contains(name) && !pt2::unbacked_symbols_of_meta(metas.at(name)).empty();
+  };
+  for (const Json& node : graph.at("nodes"))
+    for (const Json& out : node.at("outputs")) {
+      const std::string& kind = pt2::union_key(out);
+      bool found = false;
+      if (kind == "as_tensor") found = data_dependent(out.at(kind));
+      if (kind == "as_tensors")
+        for (const Json& t : out.at(kind)) found = found || data_dependent(t);
+      if (found)
+        return fmt::format("node '{}' ({})", node.value("name", std::string("?")),
+                           node.value("target", std::string("?")));
+    }
+  return "";
 }
 
 // The export's sample sizes: each bare symbol of a user input's size, at its hint.
@@ -336,7 +357,8 @@ std::shared_ptr<ExportedProgram::Impl> ExportedProgram::load(const std::filesyst
     else
       impl->dialect = model.value("dialect", "");
     impl->signature = read_signature(module.at("signature"), where);
-    impl->dims = read_range_constraints(model.value("range_constraints", Json::object()), where);
+    read_range_constraints(model.value("range_constraints", Json::object()), impl->dims, impl->data_dependent_dims);
+    if (!impl->data_dependent_dims.empty()) impl->data_dependent_origin = data_dependent_origin(impl->graph_json);
   } catch (const Json::exception& e) {
     throw Pt2Error(fmt::format("{}: models/{}.json does not have the torch.export schema: {}", where,
                                archive.model_name(), e.what()));
@@ -458,6 +480,7 @@ const std::string& ExportedProgram::torch_version() const { return impl_->torch_
 const Graph& ExportedProgram::graph() const { return *impl_->hinted->graph; }
 const ExportGraphSignature& ExportedProgram::signature() const { return impl_->signature; }
 const std::vector<SymbolicDim>& ExportedProgram::symbolic_dims() const { return impl_->dims; }
+const std::vector<SymbolicDim>& ExportedProgram::data_dependent_dims() const { return impl_->data_dependent_dims; }
 const std::vector<NamedTensor>& ExportedProgram::parameters() const { return impl_->parameters; }
 const std::vector<NamedTensor>& ExportedProgram::buffers() const { return impl_->buffers; }
 const std::vector<NamedTensor>& ExportedProgram::constants() const { return impl_->constants; }
@@ -477,6 +500,15 @@ TensorList ExportedProgram::operator()(const TensorList& user_inputs) const {
 }
 
 Function ExportedProgram::flat_function() const {
+  if (!impl_->data_dependent_dims.empty()) {
+    std::vector<std::string> symbols;
+    for (const SymbolicDim& dim : impl_->data_dependent_dims) symbols.push_back(dim.symbol);
+    throw Pt2Error(fmt::format(
+        "{}: the program has data-dependent sizes ({}; the first from {}): a compile specializes every size "
+        "to its value, which for these is known only once the program runs, so it cannot be compiled; "
+        "it runs as exported (ExportedProgram::operator())",
+        impl_->where(), fmt::join(symbols, ", "), impl_->data_dependent_origin));
+  }
   return [impl = impl_](const TensorList& args) {
     const std::size_t lifted = impl->lifted.size();
     if (args.size() < lifted)

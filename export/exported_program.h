@@ -76,6 +76,11 @@ class ExportedProgram {
 
   const ExportGraphSignature& signature() const;
   const std::vector<SymbolicDim>& symbolic_dims() const;
+  // Sizes the program reads from tensor values (torch.export's unbacked u0, u1, ...: nonzero's
+  // or torch.where's count, as a mixture of experts routes tokens), with the ranges the export
+  // derived. Such a program runs (operator(), with autograd) but does not compile
+  // (flat_function() throws naming them): a compile specializes every size.
+  const std::vector<SymbolicDim>& data_dependent_dims() const;
 
   // Leaves that require grad as exported. Tied parameters (one tensor under several names, as
   // named_parameters(remove_duplicate=False) lists them) are one tensor here too: their uses
@@ -95,7 +100,8 @@ class ExportedProgram {
   TensorList operator()(const TensorList& user_inputs) const;
   // The program as a flat function of [lifted tensors..., user inputs...] returning the user
   // outputs and writing mutations into its arguments: what a compile traces (with its formulas
-  // fused, LoadExportedProgramOptions::fuse_formulas).
+  // fused, LoadExportedProgramOptions::fuse_formulas). Throws Pt2Error for a program with
+  // data-dependent sizes, naming them and the node that returns the first.
   Function flat_function() const;
 
  private:
@@ -108,7 +114,8 @@ class ExportedProgram {
 // Reads a .pt2 archive. Throws Pt2Error naming the file and what is wrong: not a zip archive
 // (or truncated), not a torch.export archive, an archive or schema version this build does not
 // read, an operator not registered in this process, higher-order ops, custom objects, tokens,
-// data-dependent symbols, non-tensor inputs or outputs, a state tensor missing from the archive.
+// a data-dependent size passed to an operator, non-tensor inputs or outputs, a state tensor
+// missing from the archive.
 ExportedProgram load_exported_program(const std::filesystem::path& path, LoadExportedProgramOptions options = {});
 
 // What a compile of the archive on metadata examples depends on, as bytes to hash: every record's

@@ -8,9 +8,12 @@
 #include <c10/core/Device.h>
 #include <c10/core/Scalar.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <functional>
 #include <map>
+#include <optional>
+#include <stdexcept>
 #include <unordered_map>
 
 namespace aotpipe::pt2 {
@@ -58,6 +61,15 @@ c10::TypePtr without_optional(const c10::TypePtr& type) {
 
 bool is_tensor_type(const c10::TypePtr& type) { return without_optional(type)->kind() == c10::TypeKind::TensorType; }
 
+// A symbolic value known only at run time: it depends on data-dependent symbols (`symbols`,
+// "u4"), sizes the program reads from tensor values.
+class DataDependentValue : public std::runtime_error {
+ public:
+  explicit DataDependentValue(std::string symbols)
+      : std::runtime_error("depends on data-dependent sizes " + symbols), symbols(std::move(symbols)) {}
+  std::string symbols;
+};
+
 class GraphImporter {
  public:
   GraphImporter(const Json& graph_json, std::string graph_name, const SymbolValues& symbols, std::string_view where)
@@ -80,13 +92,32 @@ class GraphImporter {
   std::string node_label() const { return fmt::format("node '{}' ({})", node_name_, target_); }
   [[noreturn]] void fail_node(const std::string& message) const { fail(fmt::format("{}: {}", node_label(), message)); }
 
-  TensorMeta meta_of(const std::string& name) {
+  const Json& meta_json(const std::string& name) const {
     const auto& metas = scopes_.back().metas;
     auto it = metas.find(name);
     if (it == metas.end()) fail(fmt::format("tensor '{}' has no entry in the graph's tensor_values", name));
+    return *it->second;
+  }
+
+  TensorMeta meta_of(const std::string& name) {
     try {
-      return tensor_meta_from_serde(*it->second, symbols_);
+      return tensor_meta_from_serde(meta_json(name), symbols_);
     } catch (const std::exception& e) { fail(fmt::format("tensor '{}': {}", name, error_text(e))); }
+  }
+
+  // A result's metadata; none where its sizes are data-dependent (known when the call has run).
+  std::optional<TensorMeta> result_meta_of(const std::string& name) {
+    if (!unbacked_symbols_of_meta(meta_json(name)).empty()) return std::nullopt;
+    return meta_of(name);
+  }
+
+  // The data-dependent symbols `sym_int` (a size of a tensor's metadata) mentions, joined.
+  static std::string unbacked_in(const Json& sym_int) {
+    if (!sym_int.contains("as_expr")) return "";
+    std::vector<std::string> found;
+    for (std::string& symbol : symbols_of(sym_int.at("as_expr").at("expr_str").get<std::string>()))
+      if (is_unbacked_symbol(symbol)) found.push_back(std::move(symbol));
+    return fmt::format("{}", fmt::join(found, ", "));
   }
 
   Value* value(const std::string& name) {
@@ -153,6 +184,7 @@ class GraphImporter {
     if (kind == literal_key) return arg.at(kind).get<T>();
     if (kind != "as_name") fail_node(fmt::format("unknown {} argument kind '{}'", type_name, kind));
     const std::string name = arg.at("as_name").get<std::string>();
+    if (auto dd = data_dependent_.find(name); dd != data_dependent_.end()) throw DataDependentValue(dd->second);
     auto it = values.find(name);
     if (it == values.end()) fail_node(fmt::format("reads {} '{}', which no earlier node defines", type_name, name));
     return it->second;
@@ -180,39 +212,64 @@ class GraphImporter {
       if (i >= inputs.size()) fail_node(fmt::format("expected at least {} arguments", i + 1));
       return inputs[i].at("arg");
     };
-    if (target_ == "torch.ops.aten.sym_size.int" || target_ == "torch.ops.aten.sym_stride.int") {
-      const TensorMeta* meta = value(arg(0).at("as_tensor").at("name").get<std::string>())->meta();
-      if (!meta) fail_node("its tensor has no metadata");
-      const auto& dims = target_ == "torch.ops.aten.sym_size.int" ? meta->sizes : meta->strides;
+    const bool is_size = target_ == "torch.ops.aten.sym_size.int",
+               is_stride = target_ == "torch.ops.aten.sym_stride.int";
+    if (is_size || is_stride) {
+      const std::string tensor = arg(0).at("as_tensor").at("name").get<std::string>();
+      const TensorMeta* meta = value(tensor)->meta();
+      const Json& serialized = meta_json(tensor).at(is_size ? "sizes" : "strides");
       int64_t dim = int_operand(arg(1));
-      if (dim < 0) dim += static_cast<int64_t>(dims.size());
-      if (dim < 0 || dim >= static_cast<int64_t>(dims.size())) fail_node(fmt::format("dimension {} out of range", dim));
-      sym_ints_[sym_output_name(node, "as_sym_int")] = dims[static_cast<std::size_t>(dim)];
+      if (dim < 0) dim += static_cast<int64_t>(serialized.size());
+      if (dim < 0 || dim >= static_cast<int64_t>(serialized.size()))
+        fail_node(fmt::format("dimension {} out of range", dim));
+      const std::string output = sym_output_name(node, "as_sym_int");
+      if (std::string unbacked = unbacked_in(serialized[static_cast<std::size_t>(dim)]); !unbacked.empty()) {
+        data_dependent_[output] = std::move(unbacked);
+        return true;
+      }
+      if (!meta) fail_node("its tensor has no metadata");
+      sym_ints_[output] = (is_size ? meta->sizes : meta->strides)[static_cast<std::size_t>(dim)];
       return true;
     }
     if (target_ == "torch.ops.aten.sym_numel.default" || target_ == "torch.ops.aten.sym_storage_offset.default") {
-      const TensorMeta* meta = value(arg(0).at("as_tensor").at("name").get<std::string>())->meta();
+      const std::string tensor = arg(0).at("as_tensor").at("name").get<std::string>();
+      const TensorMeta* meta = value(tensor)->meta();
+      const std::string output = sym_output_name(node, "as_sym_int");
+      if (const auto unbacked = unbacked_symbols_of_meta(meta_json(tensor)); !unbacked.empty()) {
+        data_dependent_[output] = fmt::format("{}", fmt::join(unbacked, ", "));
+        return true;
+      }
       if (!meta) fail_node("its tensor has no metadata");
-      sym_ints_[sym_output_name(node, "as_sym_int")] =
-          target_ == "torch.ops.aten.sym_numel.default" ? meta->numel() : meta->storage_offset;
+      sym_ints_[output] = target_ == "torch.ops.aten.sym_numel.default" ? meta->numel() : meta->storage_offset;
       return true;
     }
-    if (auto it = sym_int_binary_ops().find(target_); it != sym_int_binary_ops().end()) {
-      sym_ints_[sym_output_name(node, "as_sym_int")] = it->second(int_operand(arg(0)), int_operand(arg(1)));
+    // Arithmetic and comparisons of data-dependent values are data-dependent themselves.
+    auto define = [&](const char* kind, auto&& compute, auto& values) {
+      const std::string output = sym_output_name(node, kind);
+      try {
+        values[output] = compute();
+      } catch (const DataDependentValue& e) { data_dependent_[output] = e.symbols; }
       return true;
-    }
-    if (target_ == "_operator.neg") {
-      sym_ints_[sym_output_name(node, "as_sym_int")] = -int_operand(arg(0));
-      return true;
-    }
-    if (auto it = sym_compare_ops().find(target_); it != sym_compare_ops().end()) {
-      sym_bools_[sym_output_name(node, "as_sym_bool")] = it->second(int_operand(arg(0)), int_operand(arg(1)));
-      return true;
-    }
+    };
+    if (auto it = sym_int_binary_ops().find(target_); it != sym_int_binary_ops().end())
+      return define(
+          "as_sym_int", [&] { return it->second(int_operand(arg(0)), int_operand(arg(1))); }, sym_ints_);
+    if (target_ == "_operator.neg")
+      return define(
+          "as_sym_int", [&] { return -int_operand(arg(0)); }, sym_ints_);
+    if (auto it = sym_compare_ops().find(target_); it != sym_compare_ops().end())
+      return define(
+          "as_sym_bool", [&] { return it->second(int_operand(arg(0)), int_operand(arg(1))); }, sym_bools_);
     if (target_ == "torch.ops.aten._assert_scalar.default") {
       const Json& cond = arg(0);
-      const bool ok =
-          union_key(cond) == "as_sym_bool" ? sym_bool(cond.at("as_sym_bool")) : cond.at("as_bool").get<bool>();
+      bool ok = true;
+      try {
+        ok = union_key(cond) == "as_sym_bool" ? sym_bool(cond.at("as_sym_bool")) : cond.at("as_bool").get<bool>();
+      } catch (const DataDependentValue&) {
+        // A check of a data-dependent size (the export's `u4 <= 32`, a torch._check): its value
+        // is known only at run time, which the graph does not evaluate (docs/export.md).
+        return true;
+      }
       if (!ok) {
         std::string message = inputs.size() > 1 ? arg(1).value("as_string", "") : "";
         fail_node(fmt::format("the export's runtime assertion fails for these sizes: {}", message));
@@ -358,7 +415,14 @@ class GraphImporter {
       if (it != given.end()) {
         try {
           args.push_back(convert(*it->second, formal));
-        } catch (const SerdeError& e) { fail_node(fmt::format("argument '{}': {}", formal.name(), e.what())); }
+        } catch (const SerdeError& e) {
+          fail_node(fmt::format("argument '{}': {}", formal.name(), e.what()));
+        } catch (const DataDependentValue& e) {
+          fail_node(fmt::format(
+              "argument '{}' is a size read from tensor values ({}): data-dependent sizes as operator arguments "
+              "are not supported",
+              formal.name(), e.symbols));
+        }
         given.erase(it);
       } else if (formal.default_value()) {
         // Arguments left at their default are not serialized.
@@ -376,7 +440,7 @@ class GraphImporter {
     auto tensor_output = [&](const std::string& name) {
       OutputSpec spec;
       spec.name = graph_.fresh_name(name);  // the export's name unless a subgraph used it already
-      spec.meta = meta_of(name);
+      spec.meta = result_meta_of(name);
       export_names.push_back(name);
       return spec;
     };
@@ -525,6 +589,7 @@ class GraphImporter {
   std::vector<Scope> scopes_;
   std::unordered_map<std::string, int64_t> sym_ints_;
   std::unordered_map<std::string, bool> sym_bools_;
+  std::unordered_map<std::string, std::string> data_dependent_;  // symbolic value -> the symbols it depends on
   std::string target_;
   std::string node_name_;
   std::vector<std::string> autocast_;  // the autocast regions being imported, innermost last (attribute text)

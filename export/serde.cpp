@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cctype>
 #include <limits>
 #include <vector>
@@ -235,6 +236,26 @@ std::optional<std::string> as_bare_symbol(std::string_view srepr) {
   std::vector<std::string> seen = symbols_of(srepr);
   if (seen.size() != 1) return std::nullopt;
   return seen.front();
+}
+
+bool is_unbacked_symbol(std::string_view symbol) {
+  return symbol.size() > 1 && symbol.front() == 'u' && std::all_of(symbol.begin() + 1, symbol.end(), [](char c) {
+           return std::isdigit(static_cast<unsigned char>(c));
+         });
+}
+
+std::vector<std::string> unbacked_symbols_of_meta(const Json& meta) {
+  std::vector<std::string> found;
+  auto scan = [&](const Json& sym_int) {
+    if (!sym_int.is_object() || !sym_int.contains("as_expr")) return;
+    for (std::string& symbol : symbols_of(sym_int.at("as_expr").at("expr_str").get<std::string>()))
+      if (is_unbacked_symbol(symbol) && std::find(found.begin(), found.end(), symbol) == found.end())
+        found.push_back(std::move(symbol));
+  };
+  for (const Json& s : meta.at("sizes")) scan(s);
+  for (const Json& s : meta.at("strides")) scan(s);
+  scan(meta.at("storage_offset"));
+  return found;
 }
 
 int64_t sym_int_value(const Json& sym_int, const SymbolValues& symbols) {

@@ -19,6 +19,9 @@
 //                    allocated during the step, counted by tools/memory_meter until freed)
 //   ops_forward, ops_backward  nodes of the compiled forward and backward graphs
 //   train_error      why the training step failed, where it did (the other figures are absent)
+//   data_dependent   the program's data-dependent sizes (u0, ...), which a compile refuses: it runs
+//                    as exported, and only load_ms, first_step_ms (load + first step),
+//                    interpreted_step_ms, interpreted_peak_bytes and interpreted_eval_ms are given
 #include <aotpipe/backend/backends.h>
 #include <aotpipe/export/compiled_exported_program.h>
 #include <aotpipe/graph/interpreter.h>
@@ -91,6 +94,26 @@ void measure_training(const std::filesystem::path& train, nlohmann::json& row, i
   row["interpreted_step_ms"] = steps[2];
 }
 
+// A program with data-dependent sizes does not compile: its step as exported, alone.
+void measure_as_exported(const std::filesystem::path& train, const std::filesystem::path& eval_path,
+                         nlohmann::json& row, int samples, double batch_ms) {
+  row["first_step_ms"] = bench::elapsed_ms([&] {
+    aotpipe::ExportedProgram program = aotpipe::load_exported_program(train);
+    Step{[&](const TensorList& in) { return program(in); }, &program, sample_inputs(program)}();
+  });
+  aotpipe::ExportedProgram program;
+  row["load_ms"] = bench::elapsed_ms([&] { program = aotpipe::load_exported_program(train); });
+  Step step{[&](const TensorList& in) { return program(in); }, &program, sample_inputs(program)};
+  step();  // makes the seeds
+  row["interpreted_peak_bytes"] = aotpipe::peak_cpu_bytes(step);
+  row["interpreted_step_ms"] = bench::interleaved_median_ms(samples, batch_ms, step)[0];
+  aotpipe::ExportedProgram eval = aotpipe::load_exported_program(eval_path);
+  const TensorList eval_inputs = sample_inputs(eval);
+  torch::NoGradGuard no_grad;
+  auto interpreted_eval = [&] { eval(eval_inputs); };
+  row["interpreted_eval_ms"] = bench::interleaved_median_ms(samples, batch_ms, interpreted_eval)[0];
+}
+
 void measure_inference(const std::filesystem::path& eval_path, nlohmann::json& row, int samples, double batch_ms) {
   aotpipe::ExportedProgram eval = aotpipe::load_exported_program(eval_path);
   aotpipe::CompiledExportedProgram eval_compiled = aotpipe::compile_exported_program(eval);
@@ -111,6 +134,12 @@ void measure_inference(const std::filesystem::path& eval_path, nlohmann::json& r
 // its inference timed; the error is the row's "train_error".
 nlohmann::json measure(const std::filesystem::path& zoo, const std::string& name, int samples, double batch_ms) {
   nlohmann::json row{{"model", name}};
+  const auto data_dependent = aotpipe::load_exported_program(zoo / (name + ".train.pt2")).data_dependent_dims();
+  if (!data_dependent.empty()) {
+    for (const aotpipe::SymbolicDim& dim : data_dependent) row["data_dependent"].push_back(dim.symbol);
+    measure_as_exported(zoo / (name + ".train.pt2"), zoo / (name + ".eval.pt2"), row, samples, batch_ms);
+    return row;
+  }
   try {
     measure_training(zoo / (name + ".train.pt2"), row, samples, batch_ms);
   } catch (const std::exception& e) { row["train_error"] = e.what(); }
@@ -142,7 +171,9 @@ int run_bench(int argc, char** argv) {
       try {
         return parse(text);
       } catch (const std::logic_error&) {
-        throw std::invalid_argument(arg + " needs " + what + ", got '" + text + "'");
+        std::string message = arg;
+        message.append(" needs ").append(what).append(", got '").append(text).append("'");
+        throw std::invalid_argument(message);
       }
     };
     if (arg == "--zoo") {

@@ -13,10 +13,13 @@ For every model this writes, next to this script:
                           "buffers"       {buffer FQN: value after the step}
                           "training"      1 for a training step, 0 for inference
 
+Models with data-dependent sizes (moe_routing) are written to tests/export/data_dependent/
+instead: they run as exported but do not compile, and examples/ is what a batch compiles.
+
 The C++ tests (tests/export/) load each archive, run it eagerly and compiled, and compare with
 these files. Models are small (real architectures, small widths) so the archives stay small.
 
-Usage: $AOTPIPE_PYTHON examples/pt2/export_models.py [--out DIR] [--only NAME]
+Usage: $AOTPIPE_PYTHON examples/pt2/export_models.py [--out DIR] [--data-dependent-out DIR] [--only NAME]
 The output depends on the torch version (2.11.0); archives are byte-different on every run
 (torch.export writes a random serialization id) but equal in content.
 """
@@ -274,6 +277,32 @@ class ActivationFormulas(nn.Module):
         return self.lins[4](0.5 * h * (1.0 + t) + t)
 
 
+class MoeRouting(nn.Module):
+    """A mixture of experts routed as transformers' Mixtral block routes (MixtralSparseMoeBlock):
+    each token's top-2 experts by a softmax router, renormalised; each expert runs on the tokens
+    routed to it, found with torch.where on the one-hot routing mask, so how many there are is a
+    size read from tensor values (data-dependent: u0, u1, ... in the export); index_add_ sums the
+    weighted results back. Such a program runs from C++ as exported; a compile refuses it."""
+
+    def __init__(self, hidden=8, ffn=16, experts=4, top_k=2):
+        super().__init__()
+        self.gate = nn.Linear(hidden, experts, bias=False)
+        self.experts = nn.ModuleList(
+            nn.Sequential(nn.Linear(hidden, ffn), nn.SiLU(), nn.Linear(ffn, hidden)) for _ in range(experts))
+        self.top_k = top_k
+
+    def forward(self, x):
+        weights = torch.softmax(self.gate(x), dim=-1)
+        weights, chosen = torch.topk(weights, self.top_k, dim=-1)
+        weights = weights / weights.sum(dim=-1, keepdim=True)
+        mask = F.one_hot(chosen, num_classes=len(self.experts)).permute(2, 1, 0)  # [expert, slot, token]
+        out = torch.zeros_like(x)
+        for e, expert in enumerate(self.experts):
+            slot, token = torch.where(mask[e])
+            out.index_add_(0, token, expert(x[token]) * weights[token, slot, None])
+        return out
+
+
 def models():
     """(name, module factory, input factory, training, dynamic_shapes, with a core-ATen archive)
     per example model."""
@@ -297,6 +326,14 @@ def models():
         ("dynamic_mlp", DynamicMlp, lambda: (torch.randn(4, 8, generator=g()),), True,
          ({0: torch.export.Dim("batch", min=2, max=64)},), True),
     ]
+
+
+def data_dependent_models():
+    """Models with sizes read from tensor values: they run as exported but do not compile, so their
+    archives live with the tests (tests/export/data_dependent/), not among the examples a batch
+    compiles. Same tuples as models()."""
+    g = lambda: torch.Generator().manual_seed(7)
+    return [("moe_routing", MoeRouting, lambda: (torch.randn(10, 8, generator=g()),), True, None, True)]
 
 
 def eager_step(model, args, training):
@@ -346,13 +383,16 @@ def export_one(name, make_model, make_inputs, training, dynamic_shapes, with_ate
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=os.path.dirname(os.path.abspath(__file__)))
+    ap.add_argument("--data-dependent-out", default=os.path.join(os.path.dirname(os.path.dirname(
+        os.path.dirname(os.path.abspath(__file__)))), "tests", "export", "data_dependent"))
     ap.add_argument("--only")
     opts = ap.parse_args()
     torch.use_deterministic_algorithms(True)
-    for name, make_model, make_inputs, training, dyn, with_aten in models():
-        if opts.only and name != opts.only:
-            continue
-        export_one(name, make_model, make_inputs, training, dyn, with_aten, opts.out)
+    for listed, out in ((models(), opts.out), (data_dependent_models(), opts.data_dependent_out)):
+        for name, make_model, make_inputs, training, dyn, with_aten in listed:
+            if opts.only and name != opts.only:
+                continue
+            export_one(name, make_model, make_inputs, training, dyn, with_aten, out)
 
 
 if __name__ == "__main__":

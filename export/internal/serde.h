@@ -19,6 +19,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace aotpipe::pt2 {
 
@@ -48,6 +49,12 @@ int64_t evaluate_sym_expr(std::string_view srepr, const SymbolValues& symbols);
 std::vector<std::string> symbols_of(std::string_view srepr);
 // A bare symbol ("Symbol('s77', ...)") -> "s77"; anything else -> nullopt.
 std::optional<std::string> as_bare_symbol(std::string_view srepr);
+
+// Whether `symbol` is data-dependent: torch.export names the sizes it reads from tensor values
+// (nonzero's, item()'s) u0, u1, ... ("unbacked"), the input sizes it can bind s0, s1, ...
+bool is_unbacked_symbol(std::string_view symbol);
+// The data-dependent symbols a serialized TensorMeta's sizes, strides or offset mention, in order.
+std::vector<std::string> unbacked_symbols_of_meta(const Json& meta);
 
 // A SymInt ({"as_int": 3} or {"as_expr": {"expr_str": ..., "hint": ...}}) under `symbols`.
 int64_t sym_int_value(const Json& sym_int, const SymbolValues& symbols);

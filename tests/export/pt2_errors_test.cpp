@@ -40,7 +40,7 @@ class Pt2ErrorsTest : public ::testing::Test {
     return "no error";
   }
   // The error of a copy of `model` edited by `edit`.
-  std::string edited_error(const std::string& model, const std::function<void(json&)>& edit,
+  std::string edited_error(const std::filesystem::path& model, const std::function<void(json&)>& edit,
                            const std::function<void(const std::string&, std::string&)>& edit_record = {}) {
     const std::filesystem::path out = dir_ / ("edited_" + std::to_string(counter_++) + ".pt2");
     rewrite_archive(pt2_dir() / model, out, edit, edit_record);
@@ -176,12 +176,17 @@ TEST_F(Pt2ErrorsTest, MalformedArgumentsAreNamed) {
       AllOf(HasSubstr("node 'conv_transpose2d'"), HasSubstr("json")));  // reported, not a crash
 }
 
-TEST_F(Pt2ErrorsTest, DataDependentSymbolsAreRefused) {
-  EXPECT_THAT(edited_error("dynamic_mlp.pt2",
-                           [](json& m) {
-                             m["range_constraints"]["u0"] = json{{"min_val", 0}, {"max_val", 9}};
-                           }),
-              HasSubstr("symbol u0 is data-dependent"));
+// A data-dependent size (u0: how many tokens an expert gets) passed to an operator: refused at
+// load, naming the node, the argument and the symbol (sizes only flow into tensors' own shapes).
+TEST_F(Pt2ErrorsTest, DataDependentSizeAsAnArgumentIsNamed) {
+  EXPECT_THAT(
+      edited_error(
+          testing::data_dependent_dir() / "moe_routing.pt2",
+          [](json& m) {
+            node_named(m, "index_add_")["inputs"][1]["arg"] = json{{"as_sym_int", {{"as_name", "sym_size_int"}}}};
+          }),
+      AllOf(HasSubstr("node 'index_add_'"), HasSubstr("argument 'dim' is a size read from tensor values (u0)"),
+            HasSubstr("not supported")));
 }
 
 TEST_F(Pt2ErrorsTest, MissingStateIsNamed) {

@@ -58,6 +58,9 @@ void check_eager_step(const std::vector<NamedTensor>& parameters, const std::vec
 }
 
 std::filesystem::path pt2_dir() { return AOTPIPE_PT2_DIR; }
+std::filesystem::path data_dependent_dir() {
+  return std::filesystem::path(AOTPIPE_PT2_DIR).parent_path().parent_path() / "tests" / "export" / "data_dependent";
+}
 
 std::vector<at::Tensor> tensor_list(const c10::IValue& v) {
   std::vector<at::Tensor> out;
@@ -78,8 +81,8 @@ c10::Dict<c10::IValue, c10::IValue> load_saved_dict(const std::filesystem::path&
   return torch::jit::pickle_load(bytes).toGenericDict();
 }
 
-EagerStep load_eager_step(const std::string& model) {
-  const auto dict = load_saved_dict(pt2_dir() / (model + ".expected.pt"));
+EagerStep load_eager_step(const std::string& model, const std::filesystem::path& dir) {
+  const auto dict = load_saved_dict(dir / (model + ".expected.pt"));
   EagerStep step;
   step.inputs = tensor_list(dict.at("inputs"));
   step.outputs = tensor_list(dict.at("outputs"));

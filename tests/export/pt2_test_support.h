@@ -19,6 +19,9 @@
 namespace aotpipe::testing {
 
 std::filesystem::path pt2_dir();  // examples/pt2 of the source tree
+// tests/export/data_dependent of the source tree: programs with data-dependent sizes, which run
+// as exported but do not compile (so they are not among the examples a batch compiles).
+std::filesystem::path data_dependent_dir();
 
 // One training (or inference) step of the original nn.Module, as export_models.py recorded it.
 struct EagerStep {
@@ -29,7 +32,7 @@ struct EagerStep {
   std::map<std::string, at::Tensor> buffers;  // buffer FQN -> value after the step
   bool training = false;
 };
-EagerStep load_eager_step(const std::string& model);
+EagerStep load_eager_step(const std::string& model, const std::filesystem::path& dir = pt2_dir());
 
 // `actual` equals `expected` to fp32's error (rtol 1e-4, atol 1e-5); a gtest failure naming `what`.
 void expect_close(const at::Tensor& actual, const at::Tensor& expected, const std::string& what);

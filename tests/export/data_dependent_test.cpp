@@ -1,0 +1,141 @@
+// Programs with data-dependent sizes (torch.export's unbacked u0, u1, ...): a mixture of experts
+// routed as transformers' Mixtral block routes (tests/export/data_dependent/moe_routing*.pt2,
+// written by examples/pt2/export_models.py). Loaded from C++, the program runs as exported with
+// autograd: its training step equals eager PyTorch's, and on other inputs (other routings, an
+// expert with no token) it equals a dense evaluation of the same mixture. A compile refuses it,
+// naming the symbols and the node that returns the first.
+#include "pt2_test_support.h"
+
+#include <aotpipe/export/compiled_exported_program.h>
+#include <aotpipe/export/exported_program.h>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <torch/autograd.h>
+#include <torch/torch.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace aotpipe {
+namespace {
+
+using ::testing::AllOf;
+using testing::data_dependent_dir;
+using ::testing::HasSubstr;
+
+constexpr int64_t kExperts = 4;
+constexpr int64_t kTopK = 2;
+
+class DataDependentTest : public ::testing::TestWithParam<std::string> {  // "" or ".aten"
+ protected:
+  std::string file() const { return "moe_routing" + GetParam() + ".pt2"; }
+  ExportedProgram load() const { return load_exported_program(data_dependent_dir() / file()); }
+};
+
+std::string variant_name(const ::testing::TestParamInfo<std::string>& info) {
+  return info.param.empty() ? "training_ir" : "aten_ir";
+}
+
+TEST_P(DataDependentTest, LoadsNamingItsDataDependentSizes) {
+  const ExportedProgram program = load();
+  std::vector<std::string> symbols;
+  for (const SymbolicDim& dim : program.data_dependent_dims()) {
+    symbols.push_back(dim.symbol);
+    EXPECT_EQ(dim.min, 0) << dim.symbol;
+    EXPECT_EQ(dim.max, 20) << dim.symbol;  // 10 tokens x top-2 slots: the routing mask's size
+  }
+  EXPECT_EQ(symbols, (std::vector<std::string>{"u0", "u1", "u2", "u3"}));
+  EXPECT_TRUE(program.symbolic_dims().empty());
+  // Each expert's tokens have no size until the program runs: the results of its torch.where
+  // (aten::where in the training IR, aten::nonzero after decompositions) have no metadata.
+  std::size_t routing_calls = 0;
+  for (const Node* node : program.graph().nodes()) {
+    if (!node->is_call() || (node->qualified_name() != "aten::where" && node->qualified_name() != "aten::nonzero"))
+      continue;
+    ++routing_calls;
+    for (const Value* out : node->outputs()) EXPECT_EQ(out->meta(), nullptr) << out->name();
+  }
+  EXPECT_EQ(routing_calls, static_cast<std::size_t>(kExperts));
+}
+
+TEST_P(DataDependentTest, RunsAsExportedAndMatchesPyTorch) {
+  const ExportedProgram program = load();
+  testing::check_eager_step(
+      program.parameters(), program.buffers(), [&](const TensorList& in) { return program(in); },
+      testing::load_eager_step("moe_routing", data_dependent_dir()), file() + " eager");
+}
+
+// The mixture evaluated densely from the program's parameters: every expert on every token,
+// weighted by its renormalized router weight where the token routes to it and by zero elsewhere.
+at::Tensor dense_mixture(const std::map<std::string, at::Tensor>& p, const at::Tensor& x) {
+  auto [top, chosen] = at::topk(at::softmax(at::linear(x, p.at("gate.weight")), -1), kTopK, -1);
+  top = top / top.sum(-1, /*keepdim=*/true);
+  at::Tensor out = at::zeros_like(x);
+  for (int64_t e = 0; e < kExperts; ++e) {
+    const std::string prefix = "experts." + std::to_string(e) + ".";
+    const at::Tensor hidden = at::silu(at::linear(x, p.at(prefix + "0.weight"), p.at(prefix + "0.bias")));
+    const at::Tensor y = at::linear(hidden, p.at(prefix + "2.weight"), p.at(prefix + "2.bias"));
+    out = out + y * (top * chosen.eq(e)).sum(-1, /*keepdim=*/true);
+  }
+  return out;
+}
+
+// Routings the export never saw, each expert's token count another value of u0..u3, one with two
+// experts that no token routes to (every token the same): outputs and every parameter's gradient
+// equal the dense evaluation's.
+TEST_P(DataDependentTest, EveryRoutingMatchesTheDenseMixture) {
+  const ExportedProgram program = load();
+  std::map<std::string, at::Tensor> reference;  // leaves of their own, for the dense gradients
+  for (const NamedTensor& p : program.parameters()) reference[p.name] = p.tensor.detach().clone().requires_grad_(true);
+  const at::Tensor same_token = at::randn({1, 8}, at::TensorOptions().dtype(at::kFloat)).expand({10, 8}).contiguous();
+  std::vector<at::Tensor> inputs = {same_token};
+  for (int seed = 1; seed <= 3; ++seed) {
+    at::manual_seed(seed);
+    inputs.push_back(at::randn({10, 8}) * 3);
+  }
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const std::string label = file() + " input " + std::to_string(i);
+    for (const NamedTensor& p : program.parameters()) p.tensor.mutable_grad() = at::Tensor();
+    for (auto& [name, t] : reference) t.mutable_grad() = at::Tensor();
+    const at::Tensor out = program({inputs[i]}).at(0);
+    const at::Tensor expected = dense_mixture(reference, inputs[i]);
+    testing::expect_close(out.detach(), expected.detach(), label + " output");
+    const at::Tensor seed = at::randn(out.sizes());
+    torch::autograd::backward({out}, {seed});
+    torch::autograd::backward({expected}, {seed});
+    for (const NamedTensor& p : program.parameters()) {
+      const at::Tensor& dense = reference.at(p.name).grad();
+      // An expert no token routes to gets no gradient in eager either (index_add_ of nothing).
+      if (!dense.defined() || !p.tensor.grad().defined()) {
+        EXPECT_TRUE(!p.tensor.grad().defined() || p.tensor.grad().abs().max().item<float>() == 0.0f)
+            << label << ": " << p.name;
+        continue;
+      }
+      testing::expect_close(p.tensor.grad(), dense, label + " grad " + p.name);
+    }
+  }
+  // The identical tokens route to the same two experts: the other two get no token (u = 0).
+  const at::Tensor x = inputs[0];
+  auto chosen = std::get<1>(at::topk(at::linear(x, reference.at("gate.weight")), kTopK, -1));
+  EXPECT_EQ(at::bincount(chosen.flatten(), {}, kExperts).eq(0).sum().item<int64_t>(), kExperts - kTopK);
+}
+
+TEST_P(DataDependentTest, ACompileIsRefusedNamingTheSizes) {
+  const ExportedProgram program = load();
+  std::string message;
+  try {
+    (void)compile_exported_program(program);
+  } catch (const Pt2Error& e) { message = e.what(); }
+  EXPECT_THAT(message,
+              AllOf(HasSubstr(file()), HasSubstr("data-dependent sizes (u0, u1, u2, u3; the first from node"),
+                    HasSubstr("torch.ops.aten."), HasSubstr("cannot be compiled"), HasSubstr("runs as exported")));
+  EXPECT_THROW((void)program.flat_function(), Pt2Error);
+}
+
+INSTANTIATE_TEST_SUITE_P(MoeRouting, DataDependentTest, ::testing::Values(std::string(), std::string(".aten")),
+                         variant_name);
+
+}  // namespace
+}  // namespace aotpipe
