@@ -284,27 +284,39 @@ void read_range_constraints(const Json& json, std::vector<SymbolicDim>& dims,
                     bound(it.value().value("max_val", Json()), std::numeric_limits<int64_t>::max())};
     (pt2::is_unbacked_symbol(it.key()) ? data_dependent : dims).push_back(std::move(dim));
   }
+  // The JSON object keeps its keys in string order (u10 before u2): number order, as the export's.
+  std::sort(data_dependent.begin(), data_dependent.end(), [](const SymbolicDim& a, const SymbolicDim& b) {
+    return std::stoll(a.symbol.substr(1)) < std::stoll(b.symbol.substr(1));
+  });
 }
 
-// "node 'where' (torch.ops.aten.where.default)": the first node of `graph` (a graph_module.graph)
-// returning a tensor whose size is data-dependent; empty when none does.
+// "node 'where' (torch.ops.aten.where.default)": the first node of `graph` (a graph_module.graph,
+// or a region's subgraph, searched where the region stands) returning a tensor whose size is
+// data-dependent; empty when none does.
 std::string data_dependent_origin(const Json& graph) {
   const Json& metas = graph.at("tensor_values");
   auto data_dependent = [&](const Json& tensor) {
     const std::string name = tensor.at("name").get<std::string>();
     return metas.contains(name) && !pt2::unbacked_symbols_of_meta(metas.at(name)).empty();
   };
-  for (const Json& node : graph.at("nodes"))
+  for (const Json& node : graph.at("nodes")) {
+    for (const Json& input : node.at("inputs"))
+      if (input.contains("arg") && input.at("arg").is_object() && input.at("arg").contains("as_graph"))
+        if (std::string inner = data_dependent_origin(input.at("arg").at("as_graph").at("graph")); !inner.empty())
+          return inner;
     for (const Json& out : node.at("outputs")) {
       const std::string& kind = pt2::union_key(out);
       bool found = false;
       if (kind == "as_tensor") found = data_dependent(out.at(kind));
+      if (kind == "as_optional_tensor" && pt2::union_key(out.at(kind)) == "as_tensor")
+        found = data_dependent(out.at(kind).at("as_tensor"));
       if (kind == "as_tensors")
         for (const Json& t : out.at(kind)) found = found || data_dependent(t);
       if (found)
         return fmt::format("node '{}' ({})", node.value("name", std::string("?")),
                            node.value("target", std::string("?")));
     }
+  }
   return "";
 }
 
@@ -358,7 +370,10 @@ std::shared_ptr<ExportedProgram::Impl> ExportedProgram::load(const std::filesyst
       impl->dialect = model.value("dialect", "");
     impl->signature = read_signature(module.at("signature"), where);
     read_range_constraints(model.value("range_constraints", Json::object()), impl->dims, impl->data_dependent_dims);
-    if (!impl->data_dependent_dims.empty()) impl->data_dependent_origin = data_dependent_origin(impl->graph_json);
+    if (!impl->data_dependent_dims.empty()) {
+      impl->data_dependent_origin = data_dependent_origin(impl->graph_json);
+      if (impl->data_dependent_origin.empty()) impl->data_dependent_origin = "a node the graph does not name";
+    }
   } catch (const Json::exception& e) {
     throw Pt2Error(fmt::format("{}: models/{}.json does not have the torch.export schema: {}", where,
                                archive.model_name(), e.what()));

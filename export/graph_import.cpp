@@ -14,6 +14,7 @@
 #include <map>
 #include <optional>
 #include <stdexcept>
+#include <type_traits>
 #include <unordered_map>
 
 namespace aotpipe::pt2 {
@@ -198,6 +199,21 @@ class GraphImporter {
     if (kind == "as_sym_int") return sym_int(arg.at("as_sym_int"));
     fail_node(fmt::format("expected an integer operand, got {}", kind));
   }
+  // Defines symbolic value `name` (a later definition of a name replaces an earlier one: a
+  // region's subgraph reuses outer names).
+  void define_int(const std::string& name, int64_t v) {
+    data_dependent_.erase(name);
+    sym_ints_[name] = v;
+  }
+  void define_bool(const std::string& name, bool v) {
+    data_dependent_.erase(name);
+    sym_bools_[name] = v;
+  }
+  void define_data_dependent(const std::string& name, std::string symbols) {
+    sym_ints_.erase(name);
+    sym_bools_.erase(name);
+    data_dependent_[name] = std::move(symbols);
+  }
   // The name a symbolic node's single output defines.
   std::string sym_output_name(const Json& node, const char* kind) {
     const Json& outputs = node.at("outputs");
@@ -223,12 +239,14 @@ class GraphImporter {
       if (dim < 0 || dim >= static_cast<int64_t>(serialized.size()))
         fail_node(fmt::format("dimension {} out of range", dim));
       const std::string output = sym_output_name(node, "as_sym_int");
-      if (std::string unbacked = unbacked_in(serialized[static_cast<std::size_t>(dim)]); !unbacked.empty()) {
-        data_dependent_[output] = std::move(unbacked);
-        return true;
+      const Json& size = serialized[static_cast<std::size_t>(dim)];
+      if (std::string unbacked = unbacked_in(size); !unbacked.empty()) {
+        define_data_dependent(output, std::move(unbacked));
+      } else if (meta) {
+        define_int(output, (is_size ? meta->sizes : meta->strides)[static_cast<std::size_t>(dim)]);
+      } else {  // a known dimension of a tensor whose other sizes are data-dependent
+        define_int(output, sym_int_value(size, symbols_));
       }
-      if (!meta) fail_node("its tensor has no metadata");
-      sym_ints_[output] = (is_size ? meta->sizes : meta->strides)[static_cast<std::size_t>(dim)];
       return true;
     }
     if (target_ == "torch.ops.aten.sym_numel.default" || target_ == "torch.ops.aten.sym_storage_offset.default") {
@@ -236,30 +254,29 @@ class GraphImporter {
       const TensorMeta* meta = value(tensor)->meta();
       const std::string output = sym_output_name(node, "as_sym_int");
       if (const auto unbacked = unbacked_symbols_of_meta(meta_json(tensor)); !unbacked.empty()) {
-        data_dependent_[output] = fmt::format("{}", fmt::join(unbacked, ", "));
+        define_data_dependent(output, fmt::format("{}", fmt::join(unbacked, ", ")));
         return true;
       }
       if (!meta) fail_node("its tensor has no metadata");
-      sym_ints_[output] = target_ == "torch.ops.aten.sym_numel.default" ? meta->numel() : meta->storage_offset;
+      define_int(output, target_ == "torch.ops.aten.sym_numel.default" ? meta->numel() : meta->storage_offset);
       return true;
     }
     // Arithmetic and comparisons of data-dependent values are data-dependent themselves.
-    auto define = [&](const char* kind, auto&& compute, auto& values) {
+    auto define = [&](const char* kind, auto&& compute) {
       const std::string output = sym_output_name(node, kind);
       try {
-        values[output] = compute();
-      } catch (const DataDependentValue& e) { data_dependent_[output] = e.symbols; }
+        if constexpr (std::is_same_v<decltype(compute()), bool>)
+          define_bool(output, compute());
+        else
+          define_int(output, compute());
+      } catch (const DataDependentValue& e) { define_data_dependent(output, e.symbols); }
       return true;
     };
     if (auto it = sym_int_binary_ops().find(target_); it != sym_int_binary_ops().end())
-      return define(
-          "as_sym_int", [&] { return it->second(int_operand(arg(0)), int_operand(arg(1))); }, sym_ints_);
-    if (target_ == "_operator.neg")
-      return define(
-          "as_sym_int", [&] { return -int_operand(arg(0)); }, sym_ints_);
+      return define("as_sym_int", [&] { return it->second(int_operand(arg(0)), int_operand(arg(1))); });
+    if (target_ == "_operator.neg") return define("as_sym_int", [&] { return -int_operand(arg(0)); });
     if (auto it = sym_compare_ops().find(target_); it != sym_compare_ops().end())
-      return define(
-          "as_sym_bool", [&] { return it->second(int_operand(arg(0)), int_operand(arg(1))); }, sym_bools_);
+      return define("as_sym_bool", [&] { return it->second(int_operand(arg(0)), int_operand(arg(1))); });
     if (target_ == "torch.ops.aten._assert_scalar.default") {
       const Json& cond = arg(0);
       bool ok = true;
@@ -455,6 +472,12 @@ class GraphImporter {
         export_names.emplace_back();
       } else if (kind == "as_optional_tensor") {
         outputs.push_back(tensor_output(out.at(kind).at("as_tensor").at("name").get<std::string>()));
+      } else if (kind == "as_sym_int" || kind == "as_sym_float" || kind == "as_sym_bool") {
+        fail_node(fmt::format(
+            "returns a number read from tensor values ({}, as .item() or .tolist() make them): data-dependent "
+            "numbers are not supported (sizes read from tensor values are, where no operator takes them as "
+            "an argument)",
+            kind));
       } else {
         fail_node(fmt::format("output kind '{}' is not supported (only tensor results are)", kind));
       }

@@ -14,6 +14,7 @@
 #include <torch/autograd.h>
 #include <torch/torch.h>
 
+#include <filesystem>
 #include <map>
 #include <string>
 #include <vector>
@@ -21,6 +22,7 @@
 namespace aotpipe {
 namespace {
 
+using nlohmann::json;
 using ::testing::AllOf;
 using testing::data_dependent_dir;
 using ::testing::HasSubstr;
@@ -107,19 +109,88 @@ TEST_P(DataDependentTest, EveryRoutingMatchesTheDenseMixture) {
     torch::autograd::backward({expected}, {seed});
     for (const NamedTensor& p : program.parameters()) {
       const at::Tensor& dense = reference.at(p.name).grad();
-      // An expert no token routes to gets no gradient in eager either (index_add_ of nothing).
-      if (!dense.defined() || !p.tensor.grad().defined()) {
-        EXPECT_TRUE(!p.tensor.grad().defined() || p.tensor.grad().abs().max().item<float>() == 0.0f)
-            << label << ": " << p.name;
-        continue;
-      }
-      testing::expect_close(p.tensor.grad(), dense, label + " grad " + p.name);
+      ASSERT_TRUE(dense.defined()) << label << ": " << p.name;
+      // The program leaves none only where the dense gradient is zero: an expert no token routes
+      // to, whose layers never ran.
+      testing::expect_close(p.tensor.grad().defined() ? p.tensor.grad() : at::zeros_like(dense), dense,
+                            label + " grad " + p.name);
     }
   }
   // The identical tokens route to the same two experts: the other two get no token (u = 0).
   const at::Tensor x = inputs[0];
   auto chosen = std::get<1>(at::topk(at::linear(x, reference.at("gate.weight")), kTopK, -1));
   EXPECT_EQ(at::bincount(chosen.flatten(), {}, kExperts).eq(0).sum().item<int64_t>(), kExperts - kTopK);
+}
+
+// Symbolic arithmetic and checks on a data-dependent size (as a torch._check on `2 * u0` writes
+// them), and a name a later node defines again with a known value: the program loads and runs
+// as before, and the redefined name is a number again (a check that fails on it is reported).
+TEST_P(DataDependentTest, ArithmeticOnDataDependentSizesLoads) {
+  const std::filesystem::path edited =
+      std::filesystem::path(::testing::TempDir()) / ("moe_routing_arith" + GetParam() + ".pt2");
+  auto sym_node = [](const std::string& name, const std::string& target, json inputs, const char* kind) {
+    return json{{"name", name},
+                {"target", target},
+                {"inputs", std::move(inputs)},
+                {"outputs", json::array({json{{kind, {{"as_name", name}}}}})},
+                {"metadata", json::object()}};
+  };
+  auto operand = [](const std::string& name, json arg) {
+    return json{{"name", name}, {"arg", std::move(arg)}, {"kind", 1}};
+  };
+  auto edit = [&](bool failing_check) {
+    return [&, failing_check](json& m) {
+      json& nodes = m["graph_module"]["graph"]["nodes"];
+      json added = json::array();
+      std::string size;  // the first sym_size node's result (u0)
+      for (const json& node : nodes)
+        if (size.empty() && node["target"] == "torch.ops.aten.sym_size.int")
+          size = node["outputs"][0]["as_sym_int"]["as_name"];
+      ASSERT_FALSE(size.empty());
+      added.push_back(
+          sym_node("twice", "_operator.mul",
+                   json::array({operand("a", {{"as_sym_int", {{"as_name", size}}}}), operand("b", {{"as_int", 2}})}),
+                   "as_sym_int"));
+      added.push_back(sym_node(
+          "twice_le", "_operator.le",
+          json::array({operand("a", {{"as_sym_int", {{"as_name", "twice"}}}}), operand("b", {{"as_int", 40}})}),
+          "as_sym_bool"));
+      added.push_back(sym_node("twice_le", "torch.ops.aten._assert_scalar.default",
+                               json::array({operand("self", {{"as_sym_bool", {{"as_name", "twice_le"}}}}),
+                                            operand("assert_msg", {{"as_string", "2*u0 <= 40"}})}),
+                               "as_none"));
+      added.back()["outputs"] = json::array();
+      // `twice` again, now a known number, and a check on it.
+      added.push_back(sym_node("twice", "_operator.mul",
+                               json::array({operand("a", {{"as_int", 3}}), operand("b", {{"as_int", 2}})}),
+                               "as_sym_int"));
+      added.push_back(
+          sym_node("twice_ok", failing_check ? "_operator.gt" : "_operator.eq",
+                   json::array({operand("a", {{"as_sym_int", {{"as_name", "twice"}}}}), operand("b", {{"as_int", 6}})}),
+                   "as_sym_bool"));
+      added.push_back(sym_node("check", "torch.ops.aten._assert_scalar.default",
+                               json::array({operand("self", {{"as_sym_bool", {{"as_name", "twice_ok"}}}}),
+                                            operand("assert_msg", {{"as_string", "twice is 6"}})}),
+                               "as_none"));
+      added.back()["outputs"] = json::array();
+      std::size_t at = 0;
+      while (at < nodes.size() && nodes[at]["outputs"].dump().find("\"" + size + "\"") == std::string::npos) ++at;
+      for (std::size_t k = 0; k < added.size(); ++k)
+        nodes.insert(nodes.begin() + static_cast<std::ptrdiff_t>(at + 1 + k), added[k]);
+    };
+  };
+  testing::rewrite_archive(data_dependent_dir() / file(), edited, edit(false));
+  const ExportedProgram program = load_exported_program(edited);
+  testing::check_eager_step(
+      program.parameters(), program.buffers(), [&](const TensorList& in) { return program(in); },
+      testing::load_eager_step("moe_routing", data_dependent_dir()), file() + " with arithmetic");
+
+  testing::rewrite_archive(data_dependent_dir() / file(), edited, edit(true));
+  std::string message = "no error";
+  try {
+    (void)load_exported_program(edited);
+  } catch (const Pt2Error& e) { message = e.what(); }
+  EXPECT_THAT(message, AllOf(HasSubstr("node 'check'"), HasSubstr("runtime assertion fails"), HasSubstr("twice is 6")));
 }
 
 TEST_P(DataDependentTest, ACompileIsRefusedNamingTheSizes) {

@@ -189,6 +189,19 @@ TEST_F(Pt2ErrorsTest, DataDependentSizeAsAnArgumentIsNamed) {
             HasSubstr("not supported")));
 }
 
+// A number read from a tensor (`.item()`: aten::_local_scalar_dense returns a SymInt) is refused
+// by name, unlike a size read from one.
+TEST_F(Pt2ErrorsTest, DataDependentNumberIsNamed) {
+  EXPECT_THAT(edited_error(testing::data_dependent_dir() / "moe_routing.pt2",
+                           [](json& m) {
+                             json& node = node_named(m, "sym_size_int");
+                             node["target"] = "torch.ops.aten._local_scalar_dense.default";
+                             node["inputs"].erase(1);  // (self, dim) -> (self)
+                           }),
+              AllOf(HasSubstr("node 'sym_size_int'"), HasSubstr("returns a number read from tensor values"),
+                    HasSubstr(".item()")));
+}
+
 TEST_F(Pt2ErrorsTest, MissingStateIsNamed) {
   EXPECT_THAT(edited_error("resnet_bn_train.pt2", nullptr,
                            [](const std::string& name, std::string& bytes) {

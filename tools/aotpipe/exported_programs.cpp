@@ -23,6 +23,9 @@ std::string describe_exported_program(const ExportedProgram& program) {
     out += fmt::format("#   {:<16} %{:<28} {}\n", signature::to_string(spec.kind), spec.arg.name, target(spec.target));
   for (const SymbolicDim& dim : program.symbolic_dims())
     out += fmt::format("# symbolic dimension {} in [{}, {}]\n", dim.symbol, dim.min, dim.max);
+  for (const SymbolicDim& dim : program.data_dependent_dims())
+    out += fmt::format("# data-dependent size {} in [{}, {}] (read from tensor values: runs as exported, no compile)\n",
+                       dim.symbol, dim.min, dim.max);
   return out;
 }
 
