@@ -166,7 +166,10 @@ struct ExportedProgram::Impl {
   }
 
   TensorList run(const Interpreter& interpreter, const TensorList& args) const {
-    TensorList outputs = interpreter.run(args);
+    return run([&](const TensorList& a) { return interpreter.run(a); }, args);
+  }
+  TensorList run(const Function& graph, const TensorList& args) const {
+    TensorList outputs = graph(args);
     for (const auto& [output, input] : mutations) {
       const at::Tensor& target = args[input];
       if (target.requires_grad()) {
@@ -514,14 +517,22 @@ TensorList ExportedProgram::operator()(const TensorList& user_inputs) const {
   return impl_->run(spec->interpreter, args);
 }
 
+TensorList ExportedProgram::run_graph_with(const TensorList& user_inputs, const Function& run) const {
+  (void)impl_->specialization(user_inputs);  // checks the sizes against the export
+  TensorList args = impl_->lifted;
+  args.insert(args.end(), user_inputs.begin(), user_inputs.end());
+  return impl_->run(run, args);
+}
+
 Function ExportedProgram::flat_function() const {
   if (!impl_->data_dependent_dims.empty()) {
     std::vector<std::string> symbols;
     for (const SymbolicDim& dim : impl_->data_dependent_dims) symbols.push_back(dim.symbol);
     throw Pt2Error(fmt::format(
         "{}: the program has data-dependent sizes ({}; the first from {}): a compile specializes every size "
-        "to its value, which for these is known only once the program runs, so it cannot be compiled; "
-        "it runs as exported (ExportedProgram::operator())",
+        "to its value, which for these is known only once the program runs, so it cannot be compiled as one "
+        "graph; compile_exported_program compiles its regions of known sizes, and it runs as exported "
+        "(ExportedProgram::operator())",
         impl_->where(), fmt::join(symbols, ", "), impl_->data_dependent_origin));
   }
   return [impl = impl_](const TensorList& args) {

@@ -78,8 +78,9 @@ class ExportedProgram {
   const std::vector<SymbolicDim>& symbolic_dims() const;
   // Sizes the program reads from tensor values (torch.export's unbacked u0, u1, ...: nonzero's
   // or torch.where's count, as a mixture of experts routes tokens), with the ranges the export
-  // derived. Such a program runs (operator(), with autograd) but does not compile
-  // (flat_function() throws naming them): a compile specializes every size.
+  // derived. Such a program runs (operator(), with autograd); it does not compile as one graph
+  // (flat_function() throws naming them: a compile specializes every size), but
+  // compile_exported_program compiles its regions of known sizes.
   const std::vector<SymbolicDim>& data_dependent_dims() const;
 
   // Leaves that require grad as exported. Tied parameters (one tensor under several names, as
@@ -98,6 +99,11 @@ class ExportedProgram {
   // Runs the program eagerly on its state: returns the user outputs; buffer and input
   // mutations land in the buffers and inputs, as the exported module's call does.
   TensorList operator()(const TensorList& user_inputs) const;
+  // The program with graph_for(user_inputs)'s calls run by `run` (a function of that graph's
+  // inputs, the lifted tensors then the user inputs, returning its outputs) instead of the
+  // interpreter; mutations land and the user outputs are returned, as operator() does. How a
+  // program compiled in regions runs (compile_exported_program, for data-dependent sizes).
+  TensorList run_graph_with(const TensorList& user_inputs, const Function& run) const;
   // The program as a flat function of [lifted tensors..., user inputs...] returning the user
   // outputs and writing mutations into its arguments: what a compile traces (with its formulas
   // fused, LoadExportedProgramOptions::fuse_formulas). Throws Pt2Error for a program with

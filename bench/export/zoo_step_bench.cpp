@@ -19,9 +19,9 @@
 //                    allocated during the step, counted by tools/memory_meter until freed)
 //   ops_forward, ops_backward  nodes of the compiled forward and backward graphs
 //   train_error      why the training step failed, where it did (the other figures are absent)
-//   data_dependent   the program's data-dependent sizes (u0, ...), which a compile refuses: it runs
-//                    as exported, and only load_ms, first_step_ms (load + first step),
-//                    interpreted_step_ms, interpreted_peak_bytes and interpreted_eval_ms are given
+//   data_dependent   the program's data-dependent sizes (u0, ...): it is compiled in regions
+//                    (compiled_regions of them compiled; compile_ms is the first compiled call,
+//                    which compiles them; no ops_ counts)
 #include <aotpipe/backend/backends.h>
 #include <aotpipe/export/compiled_exported_program.h>
 #include <aotpipe/graph/interpreter.h>
@@ -61,11 +61,17 @@ void measure_training(const std::filesystem::path& train, nlohmann::json& row, i
   row["load_ms"] = bench::elapsed_ms([&] { program = aotpipe::load_exported_program(train); });
   aotpipe::CompiledExportedProgram compiled = aotpipe::compile_exported_program(program);
   const TensorList inputs = sample_inputs(program);
-  std::shared_ptr<const aotpipe::CompileState> state;
-  row["compile_ms"] = bench::elapsed_ms([&] { state = compiled.compiled_state(inputs); });
-  if (state->partition) {
-    row["ops_forward"] = state->partition->forward.num_nodes();
-    row["ops_backward"] = state->partition->backward.num_nodes();
+  if (program.data_dependent_dims().empty()) {
+    std::shared_ptr<const aotpipe::CompileState> state;
+    row["compile_ms"] = bench::elapsed_ms([&] { state = compiled.compiled_state(inputs); });
+    if (state->partition) {
+      row["ops_forward"] = state->partition->forward.num_nodes();
+      row["ops_backward"] = state->partition->backward.num_nodes();
+    }
+  } else {  // compiled in regions: the first call compiles them
+    for (const aotpipe::SymbolicDim& dim : program.data_dependent_dims()) row["data_dependent"].push_back(dim.symbol);
+    row["compile_ms"] = bench::elapsed_ms([&] { compiled(inputs); });
+    row["compiled_regions"] = compiled.num_compiled_regions(inputs);
   }
   Step compiled_step{[&](const TensorList& in) { return compiled(in); }, &program, inputs};
   // The planned backend compiles its own load, for its own parameters' .grad.
@@ -95,26 +101,6 @@ void measure_training(const std::filesystem::path& train, nlohmann::json& row, i
   row["interpreted_step_ms"] = steps[2];
 }
 
-// A program with data-dependent sizes does not compile: its step as exported, alone.
-void measure_as_exported(const std::filesystem::path& train, const std::filesystem::path& eval_path,
-                         nlohmann::json& row, int samples, double batch_ms) {
-  row["first_step_ms"] = bench::elapsed_ms([&] {
-    aotpipe::ExportedProgram program = aotpipe::load_exported_program(train);
-    Step{[&](const TensorList& in) { return program(in); }, &program, sample_inputs(program)}();
-  });
-  aotpipe::ExportedProgram program;
-  row["load_ms"] = bench::elapsed_ms([&] { program = aotpipe::load_exported_program(train); });
-  Step step{[&](const TensorList& in) { return program(in); }, &program, sample_inputs(program)};
-  step();  // makes the seeds
-  row["interpreted_peak_bytes"] = aotpipe::peak_cpu_bytes(step);
-  row["interpreted_step_ms"] = bench::interleaved_median_ms(samples, batch_ms, step)[0];
-  aotpipe::ExportedProgram eval = aotpipe::load_exported_program(eval_path);
-  const TensorList eval_inputs = sample_inputs(eval);
-  torch::NoGradGuard no_grad;
-  auto interpreted_eval = [&] { eval(eval_inputs); };
-  row["interpreted_eval_ms"] = bench::interleaved_median_ms(samples, batch_ms, interpreted_eval)[0];
-}
-
 void measure_inference(const std::filesystem::path& eval_path, nlohmann::json& row, int samples, double batch_ms) {
   aotpipe::ExportedProgram eval = aotpipe::load_exported_program(eval_path);
   aotpipe::CompiledExportedProgram eval_compiled = aotpipe::compile_exported_program(eval);
@@ -135,15 +121,6 @@ void measure_inference(const std::filesystem::path& eval_path, nlohmann::json& r
 // its inference timed; the error is the row's "train_error".
 nlohmann::json measure(const std::filesystem::path& zoo, const std::string& name, int samples, double batch_ms) {
   nlohmann::json row{{"model", name}};
-  std::vector<aotpipe::SymbolicDim> data_dependent;
-  try {
-    data_dependent = aotpipe::load_exported_program(zoo / (name + ".train.pt2")).data_dependent_dims();
-  } catch (const std::exception&) {}  // measure_training says why, and the inference is timed still
-  if (!data_dependent.empty()) {
-    for (const aotpipe::SymbolicDim& dim : data_dependent) row["data_dependent"].push_back(dim.symbol);
-    measure_as_exported(zoo / (name + ".train.pt2"), zoo / (name + ".eval.pt2"), row, samples, batch_ms);
-    return row;
-  }
   try {
     measure_training(zoo / (name + ".train.pt2"), row, samples, batch_ms);
   } catch (const std::exception& e) { row["train_error"] = e.what(); }

@@ -23,8 +23,8 @@ Columns (milliseconds, medians):
                the compiled step is its first after the compile, so buffers a backend keeps count
   m c/e        compiled peak / eager peak
   peak p       MB: the planned backend's step peak, measured as the compiled one's
-  eval e / c   one eval-mode call under no_grad: eager / compiled (as exported, for a program with
-               data-dependent sizes, which does not compile: its row has no compiled figures)
+  eval e / c   one eval-mode call under no_grad: eager / compiled (a program with data-dependent
+               sizes is compiled in regions around them: docs/export.md)
   result       the zoo test (zoo_test --gtest_filter=Zoo.NAME): ok, FAILED, or skipped (no export)
 
 Usage: $AOTPIPE_PYTHON bench/export/zoo_table.py [--zoo DIR] [--build build] [--rounds 3]
@@ -197,15 +197,15 @@ def main():
         result = results.get(name, "?") + (f" (bench: {errors[0][:80]})" if errors else "")
         if train_errors:
             result += f" (training step refused: {train_errors[0].split('failed: ')[-1][:90]})"
-        if "data_dependent" in m:  # compared with eager as exported: the interp. and eval columns
-            result += f" (runs as exported; no compile: data-dependent sizes {', '.join(m['data_dependent'])})"
-            e_eval_text = f"{fmt(e_eval, 2)} / {fmt(col('interpreted_eval_ms'), 2)}"
-        else:
-            e_eval_text = f"{fmt(e_eval, 2)} / {fmt(col('compiled_eval_ms'), 2)}"
+        if "data_dependent" in m:
+            regions = col("compiled_regions")
+            result += (f" (compiled in {fmt(regions, 0)} regions around data-dependent sizes "
+                       f"{m['data_dependent'][0]}..{m['data_dependent'][-1]})")
         print(f"| {name} | {m['library']} | {m.get('train_ops', '-')} | {fmt(col('compile_ms'))} | "
               f"{fmt(col('first_step_ms'))} | {fmt(e_train, 2)} | {fmt(c_train, 2)} | {fmt(p_train, 2)} | "
               f"{fmt(col('interpreted_step_ms'), 2)} | {fmt(ratio, 2)} | {megabytes(e_peak)} / {megabytes(c_peak)} | "
-              f"{fmt(memory_ratio, 2)} | {megabytes(p_peak)} | {e_eval_text} | {result} |")
+              f"{fmt(memory_ratio, 2)} | {megabytes(p_peak)} | {fmt(e_eval, 2)} / "
+              f"{fmt(col('compiled_eval_ms'), 2)} | {result} |")
     for what, values in (("compiled / eager training step time", ratios),
                          ("compiled / eager training step peak memory", memory_ratios),
                          ("planned / compiled training step time", planned_ratios),

@@ -2,8 +2,9 @@
 // routed as transformers' Mixtral block routes (tests/export/data_dependent/moe_routing*.pt2,
 // written by examples/pt2/export_models.py). Loaded from C++, the program runs as exported with
 // autograd: its training step equals eager PyTorch's, and on other inputs (other routings, an
-// expert with no token) it equals a dense evaluation of the same mixture. A compile refuses it,
-// naming the symbols and the node that returns the first.
+// expert with no token) it equals a dense evaluation of the same mixture. Compiled, its regions of
+// known sizes are compiled and the rest runs as exported, with the same results; a compile as one
+// graph (flat_function) is refused naming the symbols and the node that returns the first.
 #include "pt2_test_support.h"
 
 #include <aotpipe/export/compiled_exported_program.h>
@@ -86,9 +87,10 @@ at::Tensor dense_mixture(const std::map<std::string, at::Tensor>& p, const at::T
 
 // Routings the export never saw, each expert's token count another value of u0..u3, one with two
 // experts that no token routes to (every token the same): outputs and every parameter's gradient
-// equal the dense evaluation's.
+// equal the dense evaluation's, as exported and compiled in regions.
 TEST_P(DataDependentTest, EveryRoutingMatchesTheDenseMixture) {
   const ExportedProgram program = load();
+  const CompiledExportedProgram compiled = compile_exported_program(program);
   std::map<std::string, at::Tensor> reference;  // leaves of their own, for the dense gradients
   for (const NamedTensor& p : program.parameters()) reference[p.name] = p.tensor.detach().clone().requires_grad_(true);
   const at::Tensor same_token = at::randn({1, 8}, at::TensorOptions().dtype(at::kFloat)).expand({10, 8}).contiguous();
@@ -97,11 +99,14 @@ TEST_P(DataDependentTest, EveryRoutingMatchesTheDenseMixture) {
     at::manual_seed(seed);
     inputs.push_back(at::randn({10, 8}) * 3);
   }
-  for (std::size_t i = 0; i < inputs.size(); ++i) {
-    const std::string label = file() + " input " + std::to_string(i);
+  for (std::size_t run = 0; run < 2 * inputs.size(); ++run) {
+    const std::size_t i = run % inputs.size();
+    const bool as_exported = run < inputs.size();
+    const std::string label =
+        file() + (as_exported ? " as exported" : " compiled in regions") + ", input " + std::to_string(i);
     for (const NamedTensor& p : program.parameters()) p.tensor.mutable_grad() = at::Tensor();
     for (auto& [name, t] : reference) t.mutable_grad() = at::Tensor();
-    const at::Tensor out = program({inputs[i]}).at(0);
+    const at::Tensor out = (as_exported ? program({inputs[i]}) : compiled({inputs[i]})).at(0);
     const at::Tensor expected = dense_mixture(reference, inputs[i]);
     testing::expect_close(out.detach(), expected.detach(), label + " output");
     const at::Tensor seed = at::randn(out.sizes());
@@ -193,16 +198,37 @@ TEST_P(DataDependentTest, ArithmeticOnDataDependentSizesLoads) {
   EXPECT_THAT(message, AllOf(HasSubstr("node 'check'"), HasSubstr("runtime assertion fails"), HasSubstr("twice is 6")));
 }
 
-TEST_P(DataDependentTest, ACompileIsRefusedNamingTheSizes) {
+// One graph cannot hold it: flat_function (what the CLI and packages compile) refuses, naming
+// the sizes and the node that returns the first.
+TEST_P(DataDependentTest, AOneGraphCompileIsRefusedNamingTheSizes) {
   const ExportedProgram program = load();
   std::string message;
   try {
-    (void)compile_exported_program(program);
+    (void)program.flat_function();
   } catch (const Pt2Error& e) { message = e.what(); }
-  EXPECT_THAT(message,
-              AllOf(HasSubstr(file()), HasSubstr("data-dependent sizes (u0, u1, u2, u3; the first from node"),
-                    HasSubstr("torch.ops.aten."), HasSubstr("cannot be compiled"), HasSubstr("runs as exported")));
-  EXPECT_THROW((void)program.flat_function(), Pt2Error);
+  EXPECT_THAT(message, AllOf(HasSubstr(file()), HasSubstr("data-dependent sizes (u0, u1, u2, u3; the first from node"),
+                             HasSubstr("torch.ops.aten."), HasSubstr("cannot be compiled as one graph"),
+                             HasSubstr("runs as exported")));
+}
+
+// compile_exported_program compiles the router (the calls before the first torch.where, all of
+// known sizes) as a function of its own and runs the experts as exported: the training step
+// equals eager PyTorch's, through a real compile (a forward and a backward graph).
+TEST_P(DataDependentTest, CompiledInRegionsMatchesPyTorch) {
+  const ExportedProgram program = load();
+  const CompiledExportedProgram compiled = compile_exported_program(program);
+  const testing::EagerStep expected = testing::load_eager_step("moe_routing", data_dependent_dir());
+  testing::check_eager_step(
+      program.parameters(), program.buffers(), [&](const TensorList& in) { return compiled(in); }, expected,
+      file() + " compiled in regions");
+  EXPECT_EQ(compiled.num_compiled_regions(expected.inputs), 1u);
+  EXPECT_EQ(compiled.num_compiled(), 1u);
+  EXPECT_THROW((void)compiled.compiled_state(expected.inputs), Pt2Error);
+  {
+    torch::NoGradGuard no_grad;  // an inference call compiles the region again, without a backward
+    testing::expect_close(compiled(expected.inputs).at(0), expected.outputs.at(0), file() + " inference");
+  }
+  EXPECT_EQ(compiled.num_compiled(), 2u);
 }
 
 INSTANTIATE_TEST_SUITE_P(MoeRouting, DataDependentTest, ::testing::Values(std::string(), std::string(".aten")),
