@@ -112,15 +112,6 @@ class GraphImporter {
     return meta_of(name);
   }
 
-  // The data-dependent symbols `sym_int` (a size of a tensor's metadata) mentions, joined.
-  static std::string unbacked_in(const Json& sym_int) {
-    if (!sym_int.contains("as_expr")) return "";
-    std::vector<std::string> found;
-    for (std::string& symbol : symbols_of(sym_int.at("as_expr").at("expr_str").get<std::string>()))
-      if (is_unbacked_symbol(symbol)) found.push_back(std::move(symbol));
-    return fmt::format("{}", fmt::join(found, ", "));
-  }
-
   Value* value(const std::string& name) {
     const auto& values = scopes_.back().values;
     auto it = values.find(name);
@@ -240,8 +231,8 @@ class GraphImporter {
         fail_node(fmt::format("dimension {} out of range", dim));
       const std::string output = sym_output_name(node, "as_sym_int");
       const Json& size = serialized[static_cast<std::size_t>(dim)];
-      if (std::string unbacked = unbacked_in(size); !unbacked.empty()) {
-        define_data_dependent(output, std::move(unbacked));
+      if (const auto unbacked = unbacked_symbols_of(size); !unbacked.empty()) {
+        define_data_dependent(output, fmt::format("{}", fmt::join(unbacked, ", ")));
       } else if (meta) {
         define_int(output, (is_size ? meta->sizes : meta->strides)[static_cast<std::size_t>(dim)]);
       } else {  // a known dimension of a tensor whose other sizes are data-dependent

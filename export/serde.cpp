@@ -244,13 +244,20 @@ bool is_unbacked_symbol(std::string_view symbol) {
          });
 }
 
+std::vector<std::string> unbacked_symbols_of(const Json& sym_int) {
+  std::vector<std::string> found;
+  if (!sym_int.is_object() || !sym_int.contains("as_expr")) return found;
+  for (std::string& symbol : symbols_of(sym_int.at("as_expr").at("expr_str").get<std::string>()))
+    if (is_unbacked_symbol(symbol) && std::find(found.begin(), found.end(), symbol) == found.end())
+      found.push_back(std::move(symbol));
+  return found;
+}
+
 std::vector<std::string> unbacked_symbols_of_meta(const Json& meta) {
   std::vector<std::string> found;
   auto scan = [&](const Json& sym_int) {
-    if (!sym_int.is_object() || !sym_int.contains("as_expr")) return;
-    for (std::string& symbol : symbols_of(sym_int.at("as_expr").at("expr_str").get<std::string>()))
-      if (is_unbacked_symbol(symbol) && std::find(found.begin(), found.end(), symbol) == found.end())
-        found.push_back(std::move(symbol));
+    for (std::string& symbol : unbacked_symbols_of(sym_int))
+      if (std::find(found.begin(), found.end(), symbol) == found.end()) found.push_back(std::move(symbol));
   };
   for (const Json& s : meta.at("sizes")) scan(s);
   for (const Json& s : meta.at("strides")) scan(s);

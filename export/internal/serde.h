@@ -53,6 +53,8 @@ std::optional<std::string> as_bare_symbol(std::string_view srepr);
 // Whether `symbol` is data-dependent: torch.export names the sizes it reads from tensor values
 // (nonzero's, item()'s) u0, u1, ... ("unbacked"), the input sizes it can bind s0, s1, ...
 bool is_unbacked_symbol(std::string_view symbol);
+// The data-dependent symbols a SymInt ({"as_int": 3} or {"as_expr": ...}) mentions, in order.
+std::vector<std::string> unbacked_symbols_of(const Json& sym_int);
 // The data-dependent symbols a serialized TensorMeta's sizes, strides or offset mention, in order.
 std::vector<std::string> unbacked_symbols_of_meta(const Json& meta);
 

@@ -143,6 +143,15 @@ TEST_P(DataDependentTest, ArithmeticOnDataDependentSizesLoads) {
   auto operand = [](const std::string& name, json arg) {
     return json{{"name", name}, {"arg", std::move(arg)}, {"kind", 1}};
   };
+  // _assert_scalar(condition, message): a node without outputs.
+  auto check_node = [&](const std::string& name, const std::string& condition, const std::string& message) {
+    json node = sym_node(name, "torch.ops.aten._assert_scalar.default",
+                         json::array({operand("self", {{"as_sym_bool", {{"as_name", condition}}}}),
+                                      operand("assert_msg", {{"as_string", message}})}),
+                         "as_none");
+    node["outputs"] = json::array();
+    return node;
+  };
   auto edit = [&](bool failing_check) {
     return [&, failing_check](json& m) {
       json& nodes = m["graph_module"]["graph"]["nodes"];
@@ -160,11 +169,7 @@ TEST_P(DataDependentTest, ArithmeticOnDataDependentSizesLoads) {
           "twice_le", "_operator.le",
           json::array({operand("a", {{"as_sym_int", {{"as_name", "twice"}}}}), operand("b", {{"as_int", 40}})}),
           "as_sym_bool"));
-      added.push_back(sym_node("twice_le", "torch.ops.aten._assert_scalar.default",
-                               json::array({operand("self", {{"as_sym_bool", {{"as_name", "twice_le"}}}}),
-                                            operand("assert_msg", {{"as_string", "2*u0 <= 40"}})}),
-                               "as_none"));
-      added.back()["outputs"] = json::array();
+      added.push_back(check_node("check_twice", "twice_le", "2*u0 <= 40"));
       // `twice` again, now a known number, and a check on it.
       added.push_back(sym_node("twice", "_operator.mul",
                                json::array({operand("a", {{"as_int", 3}}), operand("b", {{"as_int", 2}})}),
@@ -173,11 +178,7 @@ TEST_P(DataDependentTest, ArithmeticOnDataDependentSizesLoads) {
           sym_node("twice_ok", failing_check ? "_operator.gt" : "_operator.eq",
                    json::array({operand("a", {{"as_sym_int", {{"as_name", "twice"}}}}), operand("b", {{"as_int", 6}})}),
                    "as_sym_bool"));
-      added.push_back(sym_node("check", "torch.ops.aten._assert_scalar.default",
-                               json::array({operand("self", {{"as_sym_bool", {{"as_name", "twice_ok"}}}}),
-                                            operand("assert_msg", {{"as_string", "twice is 6"}})}),
-                               "as_none"));
-      added.back()["outputs"] = json::array();
+      added.push_back(check_node("check", "twice_ok", "twice is 6"));
       std::size_t at = 0;
       while (at < nodes.size() && nodes[at]["outputs"].dump().find("\"" + size + "\"") == std::string::npos) ++at;
       for (std::size_t k = 0; k < added.size(); ++k)
