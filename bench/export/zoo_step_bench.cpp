@@ -1,7 +1,7 @@
 // Step times of the model zoo (tests/zoo/export_zoo.py's archives), for bench/export/zoo_table.py,
 // which runs it in rounds interleaved with PyTorch eager's steps and prints the zoo table.
 //
-//   zoo_step_bench --zoo DIR [--only NAME,...] [--samples N] [--batch-ms MS]
+//   zoo_step_bench --zoo DIR [--only NAME,...] [--samples N] [--batch-ms MS] [--serve]
 //
 // Per model, one JSON line with milliseconds:
 //   load_ms          load_exported_program of NAME.train.pt2
@@ -22,6 +22,11 @@
 //   data_dependent   the program's data-dependent sizes (u0, ...): it is compiled in regions
 //                    (compiled_regions of them compiled; compile_ms is the first compiled call,
 //                    which compiles them; no ops_ counts)
+//
+// --serve: after the rows, prints `ready` and keeps every model's compiled training step; each
+// stdin line `NAME N` runs one untimed step, then N timed ones, and prints their milliseconds
+// (one number; `error ...` for a model without one). zoo_table.py alternates these batches with eager's, milliseconds
+// apart, for its paired ratios; EOF ends the process.
 #include <aotpipe/backend/backends.h>
 #include <aotpipe/export/compiled_exported_program.h>
 #include <aotpipe/graph/interpreter.h>
@@ -38,6 +43,8 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
+#include <memory>
 #include <set>
 #include <sstream>
 #include <string>
@@ -51,15 +58,25 @@ namespace bench = aotpipe::bench;
 using Step = bench::TrainingStep;
 using bench::sample_inputs;
 
-void measure_training(const std::filesystem::path& train, nlohmann::json& row, int samples, double batch_ms) {
+// A model's compiled training step, kept for --serve (the step points into the other two).
+struct KeptStep {
+  aotpipe::ExportedProgram program;
+  aotpipe::CompiledExportedProgram compiled;
+  Step step;
+};
+
+std::unique_ptr<KeptStep> measure_training(const std::filesystem::path& train, nlohmann::json& row, int samples,
+                                           double batch_ms) {
   row["first_step_ms"] = bench::elapsed_ms([&] {
     aotpipe::ExportedProgram program = aotpipe::load_exported_program(train);
     aotpipe::CompiledExportedProgram compiled = aotpipe::compile_exported_program(program);
     Step{[&](const TensorList& in) { return compiled(in); }, &program, sample_inputs(program)}();
   });
-  aotpipe::ExportedProgram program;
+  auto kept = std::make_unique<KeptStep>();
+  aotpipe::ExportedProgram& program = kept->program;
   row["load_ms"] = bench::elapsed_ms([&] { program = aotpipe::load_exported_program(train); });
-  aotpipe::CompiledExportedProgram compiled = aotpipe::compile_exported_program(program);
+  aotpipe::CompiledExportedProgram& compiled = kept->compiled;
+  compiled = aotpipe::compile_exported_program(program);
   const TensorList inputs = sample_inputs(program);
   if (program.data_dependent_dims().empty()) {
     std::shared_ptr<const aotpipe::CompileState> state;
@@ -73,7 +90,8 @@ void measure_training(const std::filesystem::path& train, nlohmann::json& row, i
     row["compile_ms"] = bench::elapsed_ms([&] { compiled(inputs); });
     row["compiled_regions"] = compiled.num_compiled_regions(inputs);
   }
-  Step compiled_step{[&](const TensorList& in) { return compiled(in); }, &program, inputs};
+  Step& compiled_step = kept->step;
+  compiled_step = Step{[&compiled](const TensorList& in) { return compiled(in); }, &program, inputs};
   // The planned backend compiles its own load, for its own parameters' .grad.
   aotpipe::ExportedProgram planned_program = aotpipe::load_exported_program(train);
   aotpipe::CompiledExportedProgram planned =
@@ -99,6 +117,7 @@ void measure_training(const std::filesystem::path& train, nlohmann::json& row, i
   row["compiled_step_ms"] = steps[0];
   row["planned_step_ms"] = steps[1];
   row["interpreted_step_ms"] = steps[2];
+  return kept;
 }
 
 void measure_inference(const std::filesystem::path& eval_path, nlohmann::json& row, int samples, double batch_ms) {
@@ -119,13 +138,32 @@ void measure_inference(const std::filesystem::path& eval_path, nlohmann::json& r
 
 // A model whose training step fails (a program PyTorch cannot differentiate either) still gets
 // its inference timed; the error is the row's "train_error".
-nlohmann::json measure(const std::filesystem::path& zoo, const std::string& name, int samples, double batch_ms) {
+nlohmann::json measure(const std::filesystem::path& zoo, const std::string& name, int samples, double batch_ms,
+                       std::unique_ptr<KeptStep>& kept) {
   nlohmann::json row{{"model", name}};
   try {
-    measure_training(zoo / (name + ".train.pt2"), row, samples, batch_ms);
+    kept = measure_training(zoo / (name + ".train.pt2"), row, samples, batch_ms);
   } catch (const std::exception& e) { row["train_error"] = e.what(); }
   measure_inference(zoo / (name + ".eval.pt2"), row, samples, batch_ms);
   return row;
+}
+
+// --serve's loop: `NAME N` lines on stdin, the milliseconds of N steps of NAME's kept step out.
+void serve(const std::map<std::string, std::unique_ptr<KeptStep>>& kept) {
+  std::cout << "ready" << std::endl;
+  std::string name;
+  int steps = 0;
+  while (std::cin >> name >> steps) {
+    const auto found = kept.find(name);
+    if (found == kept.end() || !found->second) {
+      std::cout << "error no compiled training step for '" << name << "'" << std::endl;
+      continue;
+    }
+    try {
+      found->second->step();  // warm again: caches and the other process's idle threads (zoo_table.py)
+      std::cout << bench::elapsed_ms(found->second->step, std::max(1, steps)) << std::endl;
+    } catch (const std::exception& e) { std::cout << "error " << e.what() << std::endl; }
+  }
 }
 
 }  // namespace
@@ -140,6 +178,7 @@ int run_bench(int argc, char** argv) {
   std::set<std::string> only;
   int samples = 7;
   double batch_ms = 50;
+  bool serving = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto next = [&]() -> std::string {
@@ -166,8 +205,10 @@ int run_bench(int argc, char** argv) {
       samples = std::max(1, number([](const std::string& t) { return std::stoi(t); }, "an integer"));
     } else if (arg == "--batch-ms") {
       batch_ms = number([](const std::string& t) { return std::stod(t); }, "a number");
+    } else if (arg == "--serve") {
+      serving = true;
     } else {
-      std::cerr << "usage: zoo_step_bench --zoo DIR [--only NAME,...] [--samples N] [--batch-ms MS]\n";
+      std::cerr << "usage: zoo_step_bench --zoo DIR [--only NAME,...] [--samples N] [--batch-ms MS] [--serve]\n";
       return 2;
     }
   }
@@ -178,16 +219,20 @@ int run_bench(int argc, char** argv) {
   }
   const nlohmann::json manifest = nlohmann::json::parse(manifest_file);
   int failures = 0;
+  std::map<std::string, std::unique_ptr<KeptStep>> kept;
   for (const nlohmann::json& entry : manifest.at("models")) {
     const std::string name = entry.at("name");
     if ((!only.empty() && !only.count(name)) || entry.value("status", "") == "export_failed") continue;
+    std::unique_ptr<KeptStep> step;
     try {
-      std::cout << measure(zoo, name, samples, batch_ms).dump() << std::endl;
+      std::cout << measure(zoo, name, samples, batch_ms, step).dump() << std::endl;
     } catch (const std::exception& e) {
       std::cout << nlohmann::json{{"model", name}, {"error", e.what()}}.dump() << std::endl;
       ++failures;
     }
+    if (serving) kept[name] = std::move(step);
   }
+  if (serving) serve(kept);
   return failures ? 1 : 0;
 }
 }  // namespace
