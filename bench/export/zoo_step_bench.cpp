@@ -25,8 +25,8 @@
 //
 // --serve: after the rows, prints `ready` and keeps every model's compiled training step; each
 // stdin line `NAME N` runs one untimed step, then N timed ones, and prints their milliseconds
-// (one number; `error ...` for a model without one). zoo_table.py alternates these batches with eager's, milliseconds
-// apart, for its paired ratios; EOF ends the process.
+// (one number; `error ...` for a model without one). zoo_table.py alternates these batches with
+// eager's, milliseconds apart, for its paired ratios; EOF ends the process.
 #include <aotpipe/backend/backends.h>
 #include <aotpipe/export/compiled_exported_program.h>
 #include <aotpipe/graph/interpreter.h>
