@@ -7,6 +7,7 @@
 #include <aotpipe/graph/op_properties.h>
 
 #include <ATen/core/Tensor.h>
+#include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/core/grad_mode.h>
 #include <ATen/core/stack.h>
 #include <fmt/format.h>
@@ -56,6 +57,9 @@ struct Instruction {
   // Every result is memory of its own by the schemas (memory_root), as the plan assumes: a kernel
   // that returns a view of the arena instead would let the plan reuse bytes the view still reads.
   bool fresh_results = false;
+  // A result it reads exists only under grad mode (result_needs_grad_mode): run with grad mode on,
+  // below autograd.
+  bool grad_mode = false;
 };
 
 // The process-wide counts of InterpreterCounters.
@@ -295,6 +299,7 @@ Interpreter::Interpreter(const Graph& graph, InterpreterOptions options) {
     const auto& returns = node.schema().returns();
     instr.list_return = returns.size() == 1 && returns[0].type()->kind() == c10::TypeKind::ListType;
     for (Value* out : node.outputs()) {
+      instr.grad_mode = instr.grad_mode || (is_read(out) && result_needs_grad_mode(node.op(), instr.outputs.size()));
       instr.outputs.push_back(is_read(out) ? assign(out) : kNoSlot);
       if (options.check_meta) instr.declared.push_back(out->meta() ? std::optional(*out->meta()) : std::nullopt);
     }
@@ -344,6 +349,8 @@ c10::IValue take(std::vector<c10::IValue>& slots, const SlotRead& r) {
 void check_meta(const Instruction& instr, std::size_t k, const c10::IValue& produced, const c10::Storage& arena,
                 const std::string& graph_name) {
   if (instr.declared.empty() || !instr.declared[k] || !produced.isTensor()) return;
+  // A result made only under grad mode (a workspace), where the run needs none: nobody reads it.
+  if (!produced.toTensor().defined() && instr.outputs[k] == kNoSlot) return;
   const TensorMeta& want = *instr.declared[k];
   TensorMeta got = TensorMeta::of(produced.toTensor());
   got.requires_grad = want.requires_grad;
@@ -462,6 +469,9 @@ void execute(const Instruction& instr, std::atomic<bool>* out_refused, RunContex
     if (!done) {
       std::optional<AutocastGuard> autocast;
       if (instr.autocast) autocast.emplace(*instr.autocast);
+      std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd;
+      std::optional<at::AutoGradMode> grad_mode;
+      if (instr.grad_mode) below_autograd.emplace(), grad_mode.emplace(true);
       in_place = instr.inplace && may_write_in_place(instr, stack[instr.inplace_arg]);
       if (in_place && instr.inplace_arg != 0) std::swap(stack[0], stack[instr.inplace_arg]);
       (in_place ? *instr.inplace : instr.op).callBoxed(stack);

@@ -52,6 +52,10 @@ bool returns_hidden_view(const c10::OperatorHandle& op) {
   return ops.count(op.operator_name().name) > 0;
 }
 
+bool result_needs_grad_mode(const c10::OperatorHandle& op, std::size_t result) {
+  return result == 3 && op.operator_name().name == "aten::mkldnn_rnn_layer";
+}
+
 std::optional<c10::OperatorHandle> pointwise_inplace_variant(const c10::OperatorHandle& op) {
   if (!op.hasTag(at::Tag::pointwise)) return std::nullopt;
   const c10::FunctionSchema& schema = op.schema();

@@ -19,6 +19,13 @@ bool has_data_dependent_output(const c10::OperatorHandle& op);
 // decompose into unsafe_split. Whoever reasons about memory from schemas must ask this too.
 bool returns_hidden_view(const c10::OperatorHandle& op);
 
+// Whether result `result` of `op` exists only when the kernel runs with grad mode on: the
+// workspace of `mkldnn_rnn_layer` (oneDNN's LSTM layer, kept for a CPU LSTM), which only its
+// backward reads. A compiled forward runs with grad mode off (autograd records the compiled
+// function, not its calls), so a runner of a graph that reads that result turns grad mode on
+// around the call, with autograd kept out.
+bool result_needs_grad_mode(const c10::OperatorHandle& op, std::size_t result);
+
 // The in-place overload of a pointwise op (`aten::add_.Tensor` for `aten::add.Tensor`): tagged
 // pointwise, one fresh tensor result, and an in-place twin that takes the same arguments with
 // `self` written. Where the result has self's dtype, sizes and strides, the twin computes the

@@ -6,6 +6,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/ops/lstm_native.h>
+#include <ATen/ops/mkldnn_rnn_layer.h>
 #include <ATen/ops/one_hot_native.h>
 #include <torch/library.h>
 
@@ -63,8 +64,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> traced_cudnn_batch_no
 // workspace size only the backend library knows. PyTorch decomposes them on the Autograd key into
 // per-step cell ops (torch/_decomp/decompositions.py: _rnn_helper, one_layer_rnn, lstm_impl,
 // gru_impl, rnn_tanh_input), so the traced graph is plain ATen and fake-traceable on any device;
-// so do we. The LSTM's projections (proj_size) keep the backend path. Dropout between layers is
-// applied in training, as eager does.
+// so do we, with two exceptions for the LSTM: its projections (proj_size) keep libtorch's
+// composite, and on the CPU, where eager runs oneDNN's layer, so does the trace
+// (lstm_runs_mkldnn_layers: aotpipe's backends run kernels, they do not fuse cells). Dropout
+// between layers is applied in training, as eager does.
 
 // One step of a cell: the step's input gates (the input's projection, computed for every step at
 // once), the hidden state before the step ([1, batch, hidden]; the LSTM's is h and c), the layer's
@@ -150,6 +153,54 @@ std::pair<at::Tensor, std::vector<at::Tensor>> traced_recurrent(const char* op, 
   return {batch_first ? layer_input.transpose(0, 1) : layer_input, std::move(stacked)};
 }
 
+// Whether eager's LSTM runs oneDNN's fused layer (aten::mkldnn_rnn_layer) for these arguments, as
+// ATen's use_mkldnn decides: float32 CPU tensors, oneDNN enabled; and, for the one kernel aotpipe
+// keeps, biases and no projections (what nn.LSTM has by default). The layer has its own backward
+// (mkldnn_rnn_layer_backward), so the compiled step runs the kernels eager runs: one call per
+// layer and direction instead of a dozen small ops per time step. (PyTorch's AOTAutograd always
+// decomposes, for Inductor to fuse the cells; aotpipe's backends run ATen kernels.)
+bool lstm_runs_mkldnn_layers(const at::Tensor& input, at::TensorList hx, at::TensorList params, bool has_biases) {
+  if (!at::hasMKLDNN() || !at::globalContext().userEnabledMkldnn() || !has_biases) return false;
+  if (input.unsafeGetTensorImpl()->has_symbolic_sizes_strides() || input.numel() == 0) return false;
+  auto cpu_float = [](const at::Tensor& t) { return t.device().is_cpu() && t.scalar_type() == at::kFloat; };
+  return cpu_float(input) && std::all_of(hx.begin(), hx.end(), cpu_float) &&
+         std::all_of(params.begin(), params.end(), cpu_float) && hx[0].size(2) == hx[1].size(2);
+}
+
+// ATen's mkldnn_rnn (aten/src/ATen/native/mkldnn/RNN.cpp), op for op: the input time first and
+// contiguous, one mkldnn_rnn_layer per layer and direction, directions concatenated, dropout
+// between layers in training.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> traced_mkldnn_lstm(const at::Tensor& input, at::TensorList hx,
+                                                                  at::TensorList params, int64_t num_layers,
+                                                                  double dropout, bool train, bool bidirectional,
+                                                                  bool batch_first) {
+  constexpr int64_t kLstmMode = 2;  // ideep::rnn_kind::LSTM
+  constexpr std::size_t group = 4;  // weight_ih, weight_hh, bias_ih, bias_hh
+  const int64_t directions = bidirectional ? 2 : 1;
+  TORCH_CHECK(params.size() == group * static_cast<std::size_t>(num_layers * directions), "lstm: expected ",
+              group * num_layers * directions, " parameters, got ", params.size());
+  const int64_t hidden_size = hx[0].size(2);
+  at::Tensor layer_input = (batch_first ? input.transpose(0, 1) : input).contiguous();
+  const at::Tensor h0 = hx[0].contiguous(), c0 = hx[1].contiguous();
+  std::vector<at::Tensor> hy, cy;
+  for (int64_t layer = 0; layer < num_layers; ++layer) {
+    std::vector<at::Tensor> outputs;
+    for (int64_t direction = 0; direction < directions; ++direction) {
+      const int64_t index = layer * directions + direction;
+      const at::TensorList w = params.slice(static_cast<std::size_t>(index) * group, group);
+      auto [out, h, c, workspace] =
+          at::mkldnn_rnn_layer(layer_input, w[0], w[1], w[2], w[3], h0[index], c0[index], direction == 1, {}, kLstmMode,
+                               hidden_size, num_layers, /*has_biases=*/true, bidirectional, batch_first, train);
+      outputs.push_back(out);
+      hy.push_back(h);
+      cy.push_back(c);
+    }
+    layer_input = bidirectional ? at::cat(outputs, -1) : outputs[0];
+    if (dropout != 0 && train && layer < num_layers - 1) layer_input = at::dropout(layer_input, dropout, true);
+  }
+  return {batch_first ? layer_input.transpose(0, 1) : layer_input, at::stack(hy, 0), at::stack(cy, 0)};
+}
+
 std::tuple<at::Tensor, at::Tensor, at::Tensor> traced_lstm(const at::Tensor& input, at::TensorList hx,
                                                            at::TensorList params, bool has_biases, int64_t num_layers,
                                                            double dropout, bool train, bool bidirectional,
@@ -160,6 +211,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> traced_lstm(const at::Tensor& inp
     // autograd key around at::lstm instead would record them without gradients).
     return at::native::lstm(input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first);
   }
+  if (lstm_runs_mkldnn_layers(input, hx, params, has_biases))
+    return traced_mkldnn_lstm(input, hx, params, num_layers, dropout, train, bidirectional, batch_first);
   auto [output, finals] = traced_recurrent("lstm", input, hx, params, has_biases, num_layers, dropout, train,
                                            bidirectional, batch_first, &lstm_cell);
   return {output, finals[0], finals[1]};

@@ -1077,6 +1077,66 @@ std::map<std::string, std::function<Samples()>> sample_table() {
   };
   t["aten::_fused_sgd_"] = [sgd] { return sgd(false); };
   t["aten::_fused_sgd_.tensor_lr"] = [sgd] { return sgd(true); };
+  // oneDNN's LSTM layer (mode 2) as eager's CPU LSTM calls it: time first, per layer and direction;
+  // the workspace's size is the Meta kernel's question to oneDNN. (No bad case: the CPU kernel
+  // hands oneDNN the data pointers unchecked, where the Meta kernel refuses weights of another
+  // width.)
+  struct LstmLayer {
+    int64_t steps, batch, features, hidden;
+    bool reverse;
+  };
+  const std::vector<LstmLayer> lstm_layers = {
+      {5, 3, 4, 6, false}, {5, 3, 4, 6, true}, {1, 1, 8, 2, false}, {7, 2, 12, 16, true}, {2, 4, 3, 5, false}};
+  auto lstm_layer_args = [](const LstmLayer& l) {
+    const Tensor h = randn({l.batch, l.hidden}), c = randn({l.batch, l.hidden});
+    return std::vector<IValue>{randn({l.steps, l.batch, l.features}),
+                               randn({4 * l.hidden, l.features}),
+                               randn({4 * l.hidden, l.hidden}),
+                               randn({4 * l.hidden}),
+                               randn({4 * l.hidden}),
+                               h,
+                               c,
+                               l.reverse,
+                               c10::List<int64_t>(),
+                               int64_t{2},
+                               l.hidden,
+                               int64_t{1},
+                               true,
+                               false,
+                               false,
+                               true};
+  };
+  auto lstm_label = [](const LstmLayer& l) {
+    return fmt::format("steps={} batch={} features={} hidden={} reverse={}", l.steps, l.batch, l.features, l.hidden,
+                       l.reverse);
+  };
+  t["aten::mkldnn_rnn_layer"] = [=] {
+    Samples s;
+    for (const LstmLayer& l : lstm_layers) s.push_back({lstm_label(l), lstm_layer_args(l)});
+    return s;
+  };
+  t["aten::mkldnn_rnn_layer_backward"] = [=] {
+    Samples s;
+    for (const LstmLayer& l : lstm_layers) {
+      std::vector<IValue> forward = lstm_layer_args(l);
+      auto op = c10::Dispatcher::singleton().findSchemaOrThrow("aten::mkldnn_rnn_layer", "");
+      std::vector<IValue> results = forward;
+      op.callBoxed(results);  // output, hy, cy, workspace
+      std::vector<std::array<bool, 3>> masks = kMasks;
+      masks.push_back({false, false, false});  // none: no gradients at all
+      for (auto mask : masks) {                // which of the output's, hy's and cy's gradients arrived
+        std::vector<IValue> args(forward.begin(), forward.begin() + 7);
+        for (std::size_t k = 0; k < 3; ++k) args.push_back(results[k]);
+        for (std::size_t k = 0; k < 3; ++k)
+          args.push_back(mask[k] ? IValue(randn(results[k].toTensor().sizes())) : IValue());
+        for (IValue v : {forward[7], forward[9], forward[10], forward[11], forward[12], forward[15], forward[13],
+                         forward[8], forward[14], results[3]})
+          args.push_back(v);
+        s.push_back({fmt::format("{} grads={}", lstm_label(l), fmt::join(bool_mask(mask), "")), args});
+      }
+    }
+    return s;
+  };
   return t;
 }
 

@@ -1,14 +1,23 @@
-// Meta kernels of the fused RNN cells: CUDA-only kernels (no CPU kernel to fall back on), so a
-// CUDA LSTM cell cannot be traced without them. (aten::lstm itself is decomposed into cell ops by
-// the tracer, as PyTorch does: the fused layers' workspace sizes are their libraries' to know.)
+// Meta kernels of the fused RNN kernels: the CUDA-only cells (no CPU kernel to fall back on), so a
+// CUDA LSTM cell cannot be traced without them, and oneDNN's LSTM layer, which the tracer keeps for
+// a CPU LSTM as eager runs it (autograd_decompositions.cpp; libtorch has Meta kernels for neither).
 #include <aotpipe/tracer/internal/meta_support.h>
 
 #include <ATen/core/Tensor.h>
+#include <ATen/core/grad_mode.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
+#include <ATen/ops/mkldnn_rnn_layer.h>
+#include <ATen/ops/zeros.h>
+
+#include <map>
+#include <mutex>
+#include <tuple>
 
 namespace aotpipe::detail {
 namespace {
+
+constexpr int64_t kLstmMode = 2;  // ideep::rnn_kind::LSTM, the `mode` eager's LSTM passes
 
 // rnn_cell_checkSizes (torch/_meta_registrations.py) for a gate count of `gates`.
 void check_rnn_cell_sizes(const at::Tensor& input_gates, const at::Tensor& hidden_gates,
@@ -57,11 +66,93 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> thnn_fused_lstm_cell_backward_imp
   return {grad_gates, grad_cx, grad_bias};
 }
 
+// oneDNN's LSTM layer keeps its gates for the backward in a workspace whose size only oneDNN knows
+// (a primitive descriptor's, with its own padding). Asked of oneDNN once per shape by running the
+// layer on zeros of the same sizes, under grad mode as the kernel needs to make one.
+int64_t mkldnn_lstm_workspace_bytes(int64_t steps, int64_t batch, int64_t input_size, int64_t hidden,
+                                    at::ScalarType dtype, bool reverse) {
+  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, at::ScalarType, bool>;
+  static std::mutex mutex;
+  static std::map<Key, int64_t> known;
+  const Key key{steps, batch, input_size, hidden, dtype, reverse};
+  {
+    std::lock_guard lock(mutex);
+    if (auto it = known.find(key); it != known.end()) return it->second;
+  }
+  const at::TensorOptions options = at::TensorOptions(dtype).device(c10::kCPU);
+  const at::AutoGradMode grad_mode(true);
+  const at::Tensor state = at::zeros({batch, hidden}, options);
+  const at::Tensor workspace = std::get<3>(at::mkldnn_rnn_layer(
+      at::zeros({steps, batch, input_size}, options), at::zeros({4 * hidden, input_size}, options),
+      at::zeros({4 * hidden, hidden}, options), at::zeros({4 * hidden}, options), at::zeros({4 * hidden}, options),
+      state, state, reverse, {}, kLstmMode, hidden, 1, /*has_biases=*/true, false, false, /*train=*/true));
+  TORCH_CHECK(workspace.defined(), "mkldnn_rnn_layer made no workspace under grad mode");
+  std::lock_guard lock(mutex);
+  return known.emplace(key, workspace.numel()).first->second;
+}
+
+// The kernel's own checks would come from oneDNN; these are the ones a wrong trace would hit.
+void check_mkldnn_lstm_layer(const at::Tensor& input, const at::Tensor& w0, const at::Tensor& w1, const at::Tensor& hx,
+                             const at::Tensor& cx, int64_t mode, int64_t hidden_size) {
+  TORCH_CHECK(mode == kLstmMode, "mkldnn_rnn_layer: aotpipe's Meta kernel covers the LSTM (mode ", kLstmMode,
+              "), got mode ", mode);
+  TORCH_CHECK(input.dim() == 3, "mkldnn_rnn_layer: input must be [steps, batch, features], got ", input.sizes());
+  TORCH_CHECK(w0.dim() == 2 && w0.size(0) == 4 * hidden_size && w0.size(1) == input.size(2) && w1.dim() == 2 &&
+                  w1.size(0) == 4 * hidden_size && w1.size(1) == hidden_size,
+              "mkldnn_rnn_layer: weights ", w0.sizes(), " and ", w1.sizes(), " do not match input ", input.sizes(),
+              " and hidden size ", hidden_size);
+  TORCH_CHECK(hx.sizes() == cx.sizes() && hx.numel() == input.size(1) * hidden_size, "mkldnn_rnn_layer: states ",
+              hx.sizes(), " and ", cx.sizes(), " do not match batch ", input.size(1), " and hidden size ", hidden_size);
+}
+
+// Results as the CPU kernel makes them: the output time first (the caller transposed a batch-first
+// input), the workspace only under grad mode.
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> mkldnn_rnn_layer_meta(
+    const at::Tensor& input, const at::Tensor& w0, const at::Tensor& w1, const at::Tensor& /*w2*/,
+    const at::Tensor& /*w3*/, const at::Tensor& hx, const at::Tensor& cx, bool reverse, at::IntArrayRef /*batch_sizes*/,
+    int64_t mode, int64_t hidden_size, int64_t /*num_layers*/, bool /*has_biases*/, bool /*bidirectional*/,
+    bool /*batch_first*/, bool /*train*/) {
+  check_mkldnn_lstm_layer(input, w0, w1, hx, cx, mode, hidden_size);
+  at::Tensor output = at::empty({input.size(0), input.size(1), hidden_size}, input.options());
+  at::Tensor hy = at::empty(hx.sizes(), hx.options());
+  at::Tensor cy = at::empty(cx.sizes(), cx.options());
+  at::Tensor workspace;
+  if (at::GradMode::is_enabled())
+    workspace = at::empty({mkldnn_lstm_workspace_bytes(input.size(0), input.size(1), input.size(2), hidden_size,
+                                                       input.scalar_type(), reverse)},
+                          input.options().dtype(at::kByte));
+  return {output, hy, cy, workspace};
+}
+
+// Gradients in float32 (oneDNN's), the bias's twice (one per bias of the layer); none when no
+// gradient arrived.
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>
+mkldnn_rnn_layer_backward_meta(const at::Tensor& input, const at::Tensor& w0, const at::Tensor& w1,
+                               const at::Tensor& w2, const at::Tensor& /*w3*/, const at::Tensor& hx,
+                               const at::Tensor& cx, const at::Tensor& /*output*/, const at::Tensor& /*hy*/,
+                               const at::Tensor& /*cy*/, const std::optional<at::Tensor>& grad_output,
+                               const std::optional<at::Tensor>& grad_hy, const std::optional<at::Tensor>& grad_cy,
+                               bool /*reverse*/, int64_t mode, int64_t hidden_size, int64_t /*num_layers*/,
+                               bool /*has_biases*/, bool /*train*/, bool /*bidirectional*/,
+                               at::IntArrayRef /*batch_sizes*/, bool /*batch_first*/, const at::Tensor& workspace) {
+  auto given = [](const std::optional<at::Tensor>& g) { return g && g->defined(); };
+  if (!given(grad_output) && !given(grad_hy) && !given(grad_cy))
+    return {at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+  check_mkldnn_lstm_layer(input, w0, w1, hx, cx, mode, hidden_size);
+  TORCH_CHECK(workspace.defined() && workspace.scalar_type() == at::kByte,
+              "mkldnn_rnn_layer_backward: the forward's workspace is missing (the forward ran without grad mode)");
+  auto fp32 = [](const at::Tensor& like) { return at::empty(like.sizes(), like.options().dtype(at::kFloat)); };
+  at::Tensor grad_bias = fp32(w2);
+  return {fp32(input), fp32(w0), fp32(w1), grad_bias, fp32(w2), fp32(hx), fp32(cx)};
+}
+
 }  // namespace
 
 void register_rnn_meta(MetaRegistrar& m) {
   m.impl("_thnn_fused_lstm_cell", TORCH_FN(thnn_fused_lstm_cell_meta));
   m.impl("_thnn_fused_lstm_cell_backward_impl", TORCH_FN(thnn_fused_lstm_cell_backward_impl_meta));
+  m.impl("mkldnn_rnn_layer", TORCH_FN(mkldnn_rnn_layer_meta));
+  m.impl("mkldnn_rnn_layer_backward", TORCH_FN(mkldnn_rnn_layer_backward_meta));
 }
 
 }  // namespace aotpipe::detail
