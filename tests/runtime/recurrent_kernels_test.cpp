@@ -86,7 +86,7 @@ TEST(RecurrentKernelsTest, CpuLstmKeepsOneDnnLayersAndTheirBackward) {
   EXPECT_EQ(forward.count("aten::mkldnn_rnn_layer"), 4u) << "one per layer and direction";
   EXPECT_EQ(backward.count("aten::mkldnn_rnn_layer_backward"), 4u);
   EXPECT_EQ(forward.count("aten::sigmoid"), 0u) << "the LSTM was decomposed into cells";
-  EXPECT_EQ(backward.count("aten::mkldnn_rnn_layer"), 0u) << "the partitioner recomputes the layer";
+  EXPECT_EQ(backward.count("aten::mkldnn_rnn_layer"), 0u) << "the partitioner recomputed the layer in the backward";
 }
 
 TEST(RecurrentKernelsTest, OneDnnLstmMatchesEagerInTraining) {

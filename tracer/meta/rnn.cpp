@@ -142,8 +142,7 @@ mkldnn_rnn_layer_backward_meta(const at::Tensor& input, const at::Tensor& w0, co
   TORCH_CHECK(workspace.defined() && workspace.scalar_type() == at::kByte,
               "mkldnn_rnn_layer_backward: the forward's workspace is missing (the forward ran without grad mode)");
   auto fp32 = [](const at::Tensor& like) { return at::empty(like.sizes(), like.options().dtype(at::kFloat)); };
-  at::Tensor grad_bias = fp32(w2);
-  return {fp32(input), fp32(w0), fp32(w1), grad_bias, fp32(w2), fp32(hx), fp32(cx)};
+  return {fp32(input), fp32(w0), fp32(w1), fp32(w2), fp32(w2), fp32(hx), fp32(cx)};
 }
 
 }  // namespace
