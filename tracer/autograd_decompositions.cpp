@@ -2,6 +2,7 @@
 // AutogradPrivateUse1): ops whose eager kernel hides a mutation or a backend's choice, or reads
 // the data where the op's result does not depend on it, rewritten as PyTorch's decompositions for
 // AOTAutograd rewrite them.
+#include <aotpipe/tracer/internal/meta_kernels.h>
 #include <aotpipe/tracer/internal/tracing_tensor.h>
 
 #include <ATen/ATen.h>
@@ -174,7 +175,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> traced_mkldnn_lstm(const at::Tens
                                                                   at::TensorList params, int64_t num_layers,
                                                                   double dropout, bool train, bool bidirectional,
                                                                   bool batch_first) {
-  constexpr int64_t kLstmMode = 2;  // ideep::rnn_kind::LSTM
   constexpr std::size_t group = 4;  // weight_ih, weight_hh, bias_ih, bias_hh
   const int64_t directions = bidirectional ? 2 : 1;
   TORCH_CHECK(params.size() == group * static_cast<std::size_t>(num_layers * directions), "lstm: expected ",
@@ -188,9 +188,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> traced_mkldnn_lstm(const at::Tens
     for (int64_t direction = 0; direction < directions; ++direction) {
       const int64_t index = layer * directions + direction;
       const at::TensorList w = params.slice(static_cast<std::size_t>(index) * group, group);
-      auto [out, h, c, workspace] =
-          at::mkldnn_rnn_layer(layer_input, w[0], w[1], w[2], w[3], h0[index], c0[index], direction == 1, {}, kLstmMode,
-                               hidden_size, num_layers, /*has_biases=*/true, bidirectional, batch_first, train);
+      auto [out, h, c, workspace] = at::mkldnn_rnn_layer(layer_input, w[0], w[1], w[2], w[3], h0[index], c0[index],
+                                                         direction == 1, {}, kMkldnnLstmMode, hidden_size, num_layers,
+                                                         /*has_biases=*/true, bidirectional, batch_first, train);
       outputs.push_back(out);
       hy.push_back(h);
       cy.push_back(c);

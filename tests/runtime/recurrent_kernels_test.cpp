@@ -64,7 +64,8 @@ std::multiset<std::string> ops_of(const Graph& g) {
   return ops;
 }
 
-void expect_compiled_matches_eager(const LstmCase& c, const AotConfig& config, const std::string& label) {
+// Returns the compile, for its graphs.
+CompileOutput expect_compiled_matches_eager(const LstmCase& c, const AotConfig& config, const std::string& label) {
   const Function fn = lstm_function(c);
   CompileOutput compiled = compile(label, fn, lstm_inputs(c), config);
   testing::expect_matches_eager(
@@ -75,6 +76,7 @@ void expect_compiled_matches_eager(const LstmCase& c, const AotConfig& config, c
         return in;
       },
       label);
+  return compiled;
 }
 
 TEST(RecurrentKernelsTest, CpuLstmKeepsOneDnnLayersAndTheirBackward) {
@@ -124,11 +126,11 @@ TEST(RecurrentKernelsTest, OneDnnLstmRunsWithoutGrad) {
 TEST(RecurrentKernelsTest, LstmsEagerDoesNotRunOnOneDnnAreDecomposed) {
   for (const LstmCase& c : {LstmCase{.dtype = at::kDouble}, LstmCase{.has_biases = false}}) {
     const std::string label = c.dtype == at::kDouble ? "lstm_float64" : "lstm_no_biases";
-    CompileOutput compiled = compile(label, lstm_function(c), lstm_inputs(c));
+    CompileOutput compiled = expect_compiled_matches_eager(c, {}, label);
+    ASSERT_TRUE(compiled.state()->partition) << label;
     const auto forward = ops_of(compiled.state()->partition->forward);
     EXPECT_EQ(forward.count("aten::mkldnn_rnn_layer"), 0u) << label;
     EXPECT_GT(forward.count("aten::sigmoid"), 0u) << label;
-    expect_compiled_matches_eager(c, {}, label);
   }
 }
 

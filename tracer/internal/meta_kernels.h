@@ -36,6 +36,10 @@ c10::Device meta_device_hint();
 bool run_device_choice_kernel(const c10::OperatorHandle& op, std::vector<c10::IValue>& stack, std::size_t first,
                               c10::Device device);
 
+// aten::mkldnn_rnn_layer's `mode` for an LSTM (ideep::rnn_kind::LSTM), the one its Meta kernel
+// covers and the one the tracer's CPU LSTM passes (autograd_decompositions.cpp).
+constexpr int64_t kMkldnnLstmMode = 2;
+
 // The in-place foreach ops that write their first list and return nothing (aten::_foreach_add_.List).
 bool is_foreach_inplace(const c10::FunctionSchema& schema);
 // The functional pointwise foreach ops (aten::_foreach_add.List, _foreach_sqrt...; not the

@@ -1,6 +1,7 @@
 // Meta kernels of the fused RNN kernels: the CUDA-only cells (no CPU kernel to fall back on), so a
 // CUDA LSTM cell cannot be traced without them, and oneDNN's LSTM layer, which the tracer keeps for
 // a CPU LSTM as eager runs it (autograd_decompositions.cpp; libtorch has Meta kernels for neither).
+#include <aotpipe/tracer/internal/meta_kernels.h>
 #include <aotpipe/tracer/internal/meta_support.h>
 
 #include <ATen/core/Tensor.h>
@@ -16,8 +17,6 @@
 
 namespace aotpipe::detail {
 namespace {
-
-constexpr int64_t kLstmMode = 2;  // ideep::rnn_kind::LSTM, the `mode` eager's LSTM passes
 
 // rnn_cell_checkSizes (torch/_meta_registrations.py) for a gate count of `gates`.
 void check_rnn_cell_sizes(const at::Tensor& input_gates, const at::Tensor& hidden_gates,
@@ -85,7 +84,7 @@ int64_t mkldnn_lstm_workspace_bytes(int64_t steps, int64_t batch, int64_t input_
   const at::Tensor workspace = std::get<3>(at::mkldnn_rnn_layer(
       at::zeros({steps, batch, input_size}, options), at::zeros({4 * hidden, input_size}, options),
       at::zeros({4 * hidden, hidden}, options), at::zeros({4 * hidden}, options), at::zeros({4 * hidden}, options),
-      state, state, reverse, {}, kLstmMode, hidden, 1, /*has_biases=*/true, false, false, /*train=*/true));
+      state, state, reverse, {}, kMkldnnLstmMode, hidden, 1, /*has_biases=*/true, false, false, /*train=*/true));
   TORCH_CHECK(workspace.defined(), "mkldnn_rnn_layer made no workspace under grad mode");
   std::lock_guard lock(mutex);
   return known.emplace(key, workspace.numel()).first->second;
@@ -94,8 +93,8 @@ int64_t mkldnn_lstm_workspace_bytes(int64_t steps, int64_t batch, int64_t input_
 // The kernel's own checks would come from oneDNN; these are the ones a wrong trace would hit.
 void check_mkldnn_lstm_layer(const at::Tensor& input, const at::Tensor& w0, const at::Tensor& w1, const at::Tensor& hx,
                              const at::Tensor& cx, int64_t mode, int64_t hidden_size) {
-  TORCH_CHECK(mode == kLstmMode, "mkldnn_rnn_layer: aotpipe's Meta kernel covers the LSTM (mode ", kLstmMode,
-              "), got mode ", mode);
+  TORCH_CHECK(mode == kMkldnnLstmMode, "mkldnn_rnn_layer: aotpipe's Meta kernel covers the LSTM (mode ",
+              kMkldnnLstmMode, "), got mode ", mode);
   TORCH_CHECK(input.dim() == 3, "mkldnn_rnn_layer: input must be [steps, batch, features], got ", input.sizes());
   TORCH_CHECK(w0.dim() == 2 && w0.size(0) == 4 * hidden_size && w0.size(1) == input.size(2) && w1.dim() == 2 &&
                   w1.size(0) == 4 * hidden_size && w1.size(1) == hidden_size,
