@@ -27,7 +27,7 @@ class FakeAwareGuardImpl final : public DeviceGuardImplInterface {
   c10::Device exchangeDevice(c10::Device d) const override {
     if (!fake()) return checked_real()->exchangeDevice(d);
     c10::Device old(type_, tls_fake_current_index);
-    tls_fake_current_index = d.index() < 0 ? 0 : d.index();
+    tls_fake_current_index = std::max<c10::DeviceIndex>(d.index(), 0);
     return old;
   }
   c10::Device getDevice() const override {
@@ -36,14 +36,14 @@ class FakeAwareGuardImpl final : public DeviceGuardImplInterface {
   }
   void setDevice(c10::Device d) const override {
     if (!fake()) return checked_real()->setDevice(d);
-    tls_fake_current_index = d.index() < 0 ? 0 : d.index();
+    tls_fake_current_index = std::max<c10::DeviceIndex>(d.index(), 0);
   }
   void uncheckedSetDevice(c10::Device d) const noexcept override {
     if (!fake()) {
       if (real_) real_->uncheckedSetDevice(d);
       return;
     }
-    tls_fake_current_index = d.index() < 0 ? 0 : d.index();
+    tls_fake_current_index = std::max<c10::DeviceIndex>(d.index(), 0);
   }
   c10::Stream getStream(c10::Device d) const override {
     if (!fake()) return checked_real()->getStream(d);
@@ -84,10 +84,7 @@ class FakeAwareGuardImpl final : public DeviceGuardImplInterface {
     if (!fake()) return checked_real()->queryEvent(event);
     return true;
   }
-  c10::DeviceIndex deviceCount() const noexcept override {
-    const c10::DeviceIndex real = real_ ? real_->deviceCount() : 0;
-    return real;
-  }
+  c10::DeviceIndex deviceCount() const noexcept override { return real_ ? real_->deviceCount() : c10::DeviceIndex{0}; }
   c10::DeviceCapability getDeviceCapability(c10::Device d) const override {
     return checked_real()->getDeviceCapability(d);
   }
