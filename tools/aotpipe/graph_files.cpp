@@ -14,6 +14,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <system_error>
+#include <utility>
 
 namespace aotpipe::cli {
 
@@ -76,13 +77,14 @@ std::string read_text_file(const fs::path& path) {
 }
 
 std::string graph_name_hint(const GraphFile& file) {
-  const std::string stem = file.path.stem().string();
+  std::string stem = file.path.stem().string();
   if (!file.error.empty() || is_exported_program_file(file.path)) return stem;
   std::ifstream in(file.path, std::ios::binary);
-  std::string head(64 * 1024, '\0');
+  constexpr std::size_t kHeadBytes = std::size_t{64} * 1024;  // where a graph file names its graph
+  std::string head(kHeadBytes, '\0');
   in.read(head.data(), static_cast<std::streamsize>(head.size()));
   head.resize(static_cast<std::size_t>(std::max<std::streamsize>(in.gcount(), 0)));
-  return peek_graph_name(head).value_or(stem);
+  return peek_graph_name(head).value_or(std::move(stem));
 }
 
 std::vector<std::string> unique_names(const std::vector<std::string>& names_in_order) {

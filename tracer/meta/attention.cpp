@@ -66,6 +66,7 @@ Tensor empty_matching_layout(const Tensor& like, at::IntArrayRef sizes) {
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return like.stride(a) > like.stride(b); });
   std::vector<int64_t> permuted_sizes;
+  permuted_sizes.reserve(order.size());
   for (int64_t d : order) permuted_sizes.push_back(sizes[static_cast<std::size_t>(d)]);
   std::vector<int64_t> inverse(order.size());
   for (std::size_t i = 0; i < order.size(); ++i) inverse[static_cast<std::size_t>(order[i])] = static_cast<int64_t>(i);
@@ -130,6 +131,9 @@ FusedAttentionResult flash_attention_meta(const Tensor& query, const Tensor& key
           debug_mask};
 }
 
+// The fused attention backwards take SymInts by value, as their schemas' C++ signatures do (a
+// kernel's signature must match its op's exactly).
+// NOLINTBEGIN(performance-unnecessary-value-param)
 std::tuple<Tensor, Tensor, Tensor> flash_attention_backward_meta(const Tensor&, const Tensor& query, const Tensor& key,
                                                                  const Tensor& value, const Tensor&, const Tensor&,
                                                                  const Tensor&, const Tensor&, c10::SymInt, c10::SymInt,
@@ -137,6 +141,7 @@ std::tuple<Tensor, Tensor, Tensor> flash_attention_backward_meta(const Tensor&, 
                                                                  std::optional<double>) {
   return {at::empty_like(query), at::empty_like(key), at::empty_like(value)};
 }
+// NOLINTEND(performance-unnecessary-value-param)
 
 FusedAttentionResult cudnn_attention_meta(const Tensor& query, const Tensor& key, const Tensor& value,
                                           const std::optional<Tensor>&, bool, double, bool, bool,
@@ -153,6 +158,7 @@ FusedAttentionResult cudnn_attention_meta(const Tensor& query, const Tensor& key
           Tensor()};
 }
 
+// NOLINTBEGIN(performance-unnecessary-value-param): SymInts by value, as above
 std::tuple<Tensor, Tensor, Tensor> cudnn_attention_backward_meta(const Tensor&, const Tensor& query, const Tensor& key,
                                                                  const Tensor& value, const Tensor&, const Tensor&,
                                                                  const Tensor&, const Tensor&, const Tensor&,
@@ -160,6 +166,7 @@ std::tuple<Tensor, Tensor, Tensor> cudnn_attention_backward_meta(const Tensor&, 
                                                                  double, bool, std::optional<double>) {
   return {at::empty_like(query), at::empty_like(key), at::empty_like(value)};
 }
+// NOLINTEND(performance-unnecessary-value-param)
 
 }  // namespace
 
