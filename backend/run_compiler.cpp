@@ -23,16 +23,46 @@ NotedGraph compile_with_notes(const Compiler& compiler, const Graph& graph, Comp
   return compile_with_notes(compiler, graph, group, GraphOutputUse{});
 }
 
-CompiledGraph compile_on_first_call(Compiler compiler, std::function<const Graph&()> graph,
-                                    std::shared_ptr<CompileGroup> group, std::function<GraphOutputUse()> use) {
+namespace {
+
+// The notes are collected and dropped: they must not reach a collector that happens to be alive
+// on the calling thread.
+Lazy<CompiledGraph> deferred_compile(Compiler compiler, std::function<const Graph&()> graph,
+                                     std::shared_ptr<CompileGroup> group, std::function<GraphOutputUse()> use) {
   if (!group) group = std::make_shared<CompileGroup>();
-  // The notes are collected and dropped: they must not reach a collector that happens to be
-  // alive on the calling thread.
-  const auto compiled = Lazy<CompiledGraph>::deferred(
+  return Lazy<CompiledGraph>::deferred(
       [compiler = std::move(compiler), graph = std::move(graph), group = std::move(group), use = std::move(use)] {
         return compile_with_notes(compiler, graph(), *group, use ? use() : GraphOutputUse{}).graph;
       });
-  return [compiled](TensorList args) { return compiled.get()(std::move(args)); };
+}
+
+CompiledGraph calling(Lazy<CompiledGraph> compiled) {
+  return [compiled = std::move(compiled)](TensorList args) { return compiled.get()(std::move(args)); };
+}
+
+}  // namespace
+
+CompiledGraph compile_on_first_call(Compiler compiler, std::function<const Graph&()> graph,
+                                    std::shared_ptr<CompileGroup> group, std::function<GraphOutputUse()> use) {
+  return calling(deferred_compile(std::move(compiler), std::move(graph), std::move(group), std::move(use)));
+}
+
+CompiledTrainingGraphs compile_training_graphs_on_first_call(Compiler forward_compiler,
+                                                             std::function<const Graph&()> forward_graph,
+                                                             std::function<GraphOutputUse()> forward_use,
+                                                             Compiler backward_compiler,
+                                                             std::function<const Graph&()> backward_graph) {
+  auto group = std::make_shared<CompileGroup>();
+  Lazy<CompiledGraph> backward =
+      deferred_compile(std::move(backward_compiler), std::move(backward_graph), group, nullptr);
+  Lazy<CompiledGraph> forward_alone =
+      deferred_compile(std::move(forward_compiler), std::move(forward_graph), group, std::move(forward_use));
+  auto forward = Lazy<CompiledGraph>::deferred([forward_alone, backward] {
+    CompiledGraph compiled = forward_alone.get();
+    (void)backward.get();
+    return compiled;
+  });
+  return {calling(std::move(forward)), calling(std::move(backward))};
 }
 
 }  // namespace aotpipe

@@ -39,4 +39,19 @@ CompiledGraph compile_on_first_call(Compiler compiler, std::function<const Graph
                                     std::shared_ptr<CompileGroup> group = nullptr,
                                     std::function<GraphOutputUse()> use = nullptr);
 
+// A training function's forward and backward compiled on first call, in one group: the forward's
+// first call compiles both (the forward first, as a compile does), so the backend has seen the
+// backward before the forward first runs, as after a compile (the CUDA-graph backend's forward
+// lends its saved values only to a backward it runs, and decides so at its first replay).
+// `forward_use` as `use` above.
+struct CompiledTrainingGraphs {
+  CompiledGraph forward;
+  CompiledGraph backward;
+};
+CompiledTrainingGraphs compile_training_graphs_on_first_call(Compiler forward_compiler,
+                                                             std::function<const Graph&()> forward_graph,
+                                                             std::function<GraphOutputUse()> forward_use,
+                                                             Compiler backward_compiler,
+                                                             std::function<const Graph&()> backward_graph);
+
 }  // namespace aotpipe

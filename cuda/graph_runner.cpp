@@ -37,6 +37,12 @@ CudaGraphCounters cuda_graph_counters() {
 
 namespace cuda_detail {
 
+SharedCapture::SharedCapture()
+    : id([] {
+        static std::atomic<std::uint64_t> next{1};
+        return next++;
+      }()) {}
+
 namespace {
 
 // One capture at a time in the process: two captures on one side stream (the pool hands the
@@ -76,13 +82,13 @@ bool same_layout(const at::Tensor& a, const at::Tensor& b) {
 // graph if a lent value does. The deleter marks it: a backward graph of the same group recognises
 // a lent input by it and by the lender.
 struct LentMemory {
-  c10::Storage source;          // the lending graph's static storage
-  const SharedCapture* lender;  // the group of the lending graph
+  c10::Storage source;   // the lending graph's static storage
+  std::uint64_t lender;  // the group of the lending graph (SharedCapture::id: never reused, as an address may be)
 };
 void release_lent_memory(void* lent) { delete static_cast<LentMemory*>(lent); }
 
 c10::Storage lend(const c10::Storage& static_storage, int64_t first_byte, int64_t bytes, const SharedCapture& lender) {
-  auto* lent = new LentMemory{static_storage, &lender};
+  auto* lent = new LentMemory{static_storage, lender.id};
   c10::DataPtr data(static_cast<char*>(lent->source.mutable_data()) + first_byte, lent, &release_lent_memory,
                     static_storage.device());
   return c10::Storage(c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(), bytes, std::move(data),
@@ -95,21 +101,23 @@ std::optional<std::pair<c10::Storage, int64_t>> lent_source(const c10::Storage& 
   const c10::DataPtr& data = storage.data_ptr();
   if (data.get_deleter() != &release_lent_memory) return std::nullopt;
   const auto* lent = static_cast<const LentMemory*>(data.get_context());
-  if (lent->lender != &lender) return std::nullopt;
+  if (lent->lender != lender.id) return std::nullopt;
   return std::pair{lent->source, static_cast<const char*>(data.get()) - static_cast<const char*>(lent->source.data())};
 }
 
 // Gives a storage `lender` lent memory of its own, with the bytes it has (copied on the current
 // stream, before a replay overwrites them): every tensor over it keeps its value. Nothing when it
-// is not (or no longer) lent by `lender`.
-void take_back(c10::StorageImpl& storage, const SharedCapture& lender) {
+// is not (or no longer) lent by `lender`. Returns whether it copied: a copy queued on the current
+// stream reads the lender's static memory, which the group's next replay must wait for.
+bool take_back(c10::StorageImpl& storage, const SharedCapture& lender) {
   const c10::Storage lent_storage(c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(&storage));
-  if (!lent_source(lent_storage, lender)) return;
+  if (!lent_source(lent_storage, lender)) return false;
   const auto bytes = static_cast<int64_t>(lent_storage.nbytes());
   const at::Tensor own = at::empty({bytes}, at::TensorOptions().dtype(at::kByte).device(lent_storage.device()));
   own.copy_(at::empty({0}, own.options()).set_(lent_storage, 0, {bytes}, {1}));
   storage.set_data_ptr_noswap(own.storage().unsafeGetStorageImpl()->set_data_ptr(c10::DataPtr(nullptr, own.device())));
   ++lent_copied_count;
+  return true;
 }
 
 // Ends a capture the interpreter left midway (an op threw), and frees what it allocated.
@@ -448,9 +456,15 @@ TensorList CapturedGraph::hand_out(const TensorList& args, CudaGraphOptions::Out
       case OutputKind::alias_of_in_place_input:
         out.push_back(view_of_storage(o.captured.storage(), start_byte(o.captured), o.captured));
         break;
-      case OutputKind::alias_of_copied_input:
-        out.push_back(view_of_storage(args[o.index].storage(), start_byte(args[o.index]) + o.offset_bytes, o.captured));
+      case OutputKind::alias_of_copied_input: {
+        at::Tensor alias =
+            view_of_storage(args[o.index].storage(), start_byte(args[o.index]) + o.offset_bytes, o.captured);
+        // Never a view of lent memory (a backward captured before its forward lent, then given a
+        // lent value): the forward's next replay would take all of it back.
+        out.push_back(lent_source(args[o.index].storage(), *shared_) ? alias.clone(at::MemoryFormat::Preserve)
+                                                                     : std::move(alias));
         break;
+      }
       case OutputKind::pooled:
         if (mode == CudaGraphOptions::Outputs::fresh)
           out.push_back(view_of_storage(group_memory[o.index], o.offset_bytes, o.captured));
@@ -478,12 +492,13 @@ TensorList CapturedGraph::replay(const TensorList& args, CudaGraphOptions::Outpu
 
 GraphRunner::GraphRunner(std::shared_ptr<const Interpreter> interpreter, std::string name, CudaGraphOptions options,
                          std::vector<bool> unread_host_outputs, std::optional<std::size_t> lent_from,
-                         std::shared_ptr<SharedCapture> shared)
+                         std::shared_ptr<SharedCapture> shared, bool reads_lent_values)
     : interpreter_(std::move(interpreter)),
       name_(std::move(name)),
       options_(options),
       unread_host_outputs_(std::move(unread_host_outputs)),
       lent_from_(lent_from),
+      reads_lent_values_(reads_lent_values),
       shared_(shared ? std::move(shared) : std::make_shared<SharedCapture>()) {}
 
 GraphRunner::~GraphRunner() = default;
@@ -495,8 +510,10 @@ void GraphRunner::prepare_interpreted_call(const TensorList& args) {
     // After the group's last replay: it may have written what this call reads (a value taken back).
     shared_->done.block(stream);
     // A value the group's forward lent: the interpreter reads it outside the group's order, so it
-    // gets memory of its own first, which no replay writes.
-    take_back(*a.storage().unsafeGetStorageImpl(), *shared_);
+    // gets memory of its own first, which no replay writes. The copy reads the forward's static
+    // memory on this stream: the group's next replay, on any stream, waits for it (the stream has
+    // waited for `done`, so recording it here orders everything before too).
+    if (take_back(*a.storage().unsafeGetStorageImpl(), *shared_)) shared_->done.record(stream);
     // Memory of the caching allocator goes back to it only once this stream is done with it.
     c10::cuda::CUDACachingAllocator::recordStream(a.storage().data_ptr(), stream);
   }
@@ -514,7 +531,12 @@ TensorList GraphRunner::operator()(TensorList args) {
     try {
       captured_ = CapturedGraph::capture(*interpreter_, args, options_, unread_host_outputs_, lent_from_, *shared_);
       ++capture_count;
-    } catch (const CaptureRefused& e) { capture_refused_ = e.what(); }
+    } catch (const CaptureRefused& e) {
+      capture_refused_ = e.what();
+      // A backward that will never replay reads its inputs in the interpreter, which would take
+      // back every lent value at every call: the forward copies them out instead.
+      if (reads_lent_values_) shared_->backward_is_runner = false;
+    }
   }
   std::optional<std::string> why = capture_refused_;
   if (captured_) {
@@ -525,7 +547,11 @@ TensorList GraphRunner::operator()(TensorList args) {
           "and it hands out static outputs (Outputs::static_alias)";
     if (!why) {
       ++replay_count;
-      return captured_->replay(args, options_.outputs);
+      TensorList out = captured_->replay(args, options_.outputs);
+      // The arguments (lent values among them) go while the group's mutex is held: a forward
+      // waiting for it must not find them alive and take them back for nothing.
+      args.clear();
+      return out;
     }
   }
   warn_once(*why);

@@ -23,18 +23,18 @@ CompiledGraphs compile_on_first_call(const std::shared_ptr<const CompiledArtifac
       default_compilers(config.fw_compiler, config.bw_compiler, config.inference_compiler);
   CompiledGraphs graphs;
   graphs.notes = artifact->backend_notes;
-  auto group = std::make_shared<CompileGroup>();  // its forward and backward, compiled apart
   if (!artifact->training) {
     graphs.forward = compile_on_first_call(
         compilers.inference, [artifact]() -> const Graph& { return *artifact->traced().inference_graph; }, nullptr,
         [] { return GraphOutputUse{.saved_outputs_from = std::nullopt, .inference = true}; });
     return graphs;
   }
-  graphs.forward = compile_on_first_call(
-      compilers.forward, [artifact]() -> const Graph& { return artifact->partition()->forward; }, group,
-      [artifact] { return GraphOutputUse{.saved_outputs_from = artifact->partition()->num_fwd_outputs}; });
-  graphs.backward = compile_on_first_call(
-      compilers.backward, [artifact]() -> const Graph& { return artifact->partition()->backward; }, group);
+  CompiledTrainingGraphs training = compile_training_graphs_on_first_call(
+      compilers.forward, [artifact]() -> const Graph& { return artifact->partition()->forward; },
+      [artifact] { return GraphOutputUse{.saved_outputs_from = artifact->partition()->num_fwd_outputs}; },
+      compilers.backward, [artifact]() -> const Graph& { return artifact->partition()->backward; });
+  graphs.forward = std::move(training.forward);
+  graphs.backward = std::move(training.backward);
   return graphs;
 }
 

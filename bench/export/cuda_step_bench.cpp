@@ -106,6 +106,7 @@ nlohmann::json measure(const std::filesystem::path& pt2, const aotpipe::AotConfi
   row["fallback_calls"] = counters.fallback_calls;
   row["lent_values"] = counters.lent_values;
   row["lent_values_copied"] = counters.lent_values_copied;
+  row["lent_inputs_read"] = counters.lent_inputs_read;
   return row;
 }
 

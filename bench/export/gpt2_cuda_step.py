@@ -134,12 +134,19 @@ def main():
         start = time.perf_counter()
         torch.export.save(torch.export.export(model, (ids, targets)), pt2)
         export_s = time.perf_counter() - start
+        print(f"exported in {export_s:.1f} s", flush=True)
         model = model.cuda()
         ids, targets = ids.cuda(), targets.cuda()
         state = torch.cuda.memory_allocated()
-        rows = [eager_row(model, ids, targets, args.samples)]
+        rows = []
+
+        def add(row):  # each row as soon as it is measured: a run cut short keeps what it has
+            rows.append(row)
+            print("row: " + json.dumps(row), flush=True)
+
+        add(eager_row(model, ids, targets, args.samples))
         if args.inductor:
-            rows.append(eager_row(torch.compile(model), ids, targets, args.samples, "torch.compile"))
+            add(eager_row(torch.compile(model), ids, targets, args.samples, "torch.compile"))
         del model
         torch.cuda.empty_cache()
         for config in args.configs.split(","):
@@ -148,34 +155,36 @@ def main():
             try:
                 done = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
             except subprocess.TimeoutExpired:
-                rows.append({"config": config, "error": f"timed out after {args.timeout:.0f} s"})
+                add({"config": config, "error": f"timed out after {args.timeout:.0f} s"})
                 continue
             if done.returncode != 0:
-                rows.append({"config": config, "error": (done.stderr or done.stdout).strip()[-500:]})
+                add({"config": config, "error": (done.stderr or done.stdout).strip()[-500:]})
                 continue
             row = json.loads(done.stdout.strip().splitlines()[-1])
             row["config"] = config
-            rows.append(row)
             if done.stderr.strip():
                 row["stderr"] = done.stderr.strip()[-300:]
+            add(row)
 
     print(f"device: {torch.cuda.get_device_name()}; GPT-2 small, {args.layers} layers, batch {args.batch} x "
           f"{args.seq}, {args.dtype}; state {state / 2**20:.0f} MB; export {export_s:.1f} s; "
           f"medians of {args.samples} batches")
     eager_ms = rows[0]["step_ms"]
     print("| configuration | step ms | eager / this | peak MB | first step s | compile ms | partitioner | saved "
-          "| ops fw / bw | replays / fallbacks |")
-    print("|---|--:|--:|--:|--:|--:|---|--:|--:|--:|")
+          "| ops fw / bw | replays / fallbacks | lent / read in place / taken back |")
+    print("|---|--:|--:|--:|--:|--:|---|--:|--:|--:|--:|")
     for r in rows:
         if "error" in r:
             print(f"| {r['config']} | failed: {r['error']} |")
             continue
         ops = f"{r['ops_forward']} / {r['ops_backward']}" if "ops_forward" in r else ""
         graphs = f"{r['replays']} / {r['fallback_calls']}" if "replays" in r else ""
+        lent = (f"{r['lent_values']} / {r['lent_inputs_read']} / {r['lent_values_copied']}"
+                if r.get("lent_values") else "")
         compile_ms = f"{r['compile_ms']:.0f}" if "compile_ms" in r else ""
         print(f"| {r['config']} | {r['step_ms']:.2f} | {eager_ms / r['step_ms']:.2f} | {r['peak_bytes'] / 2**20:.0f} "
               f"| {r['first_step_ms'] / 1e3:.2f} | {compile_ms} | {r.get('partitioner', '')} | {r.get('saved', '')} "
-              f"| {ops} | {graphs} |")
+              f"| {ops} | {graphs} | {lent} |")
     for r in rows:
         for note in r.get("notes", []):
             print(f"note ({r['config']}): {note}")

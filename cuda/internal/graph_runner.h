@@ -9,6 +9,7 @@
 #include <c10/core/Allocator.h>
 
 #include <atomic>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -28,6 +29,8 @@ class CapturedGraph;  // cuda/graph_runner.cpp
 // a time: a replay waits on the host (the mutex) and on the GPU (the event) for the previous
 // replay of any of them.
 struct SharedCapture {
+  SharedCapture();
+  const std::uint64_t id;                // unique in the process: what a lent storage names its lender by
   std::mutex mutex;                      // guards the runners' state; held through a capture or a replay's launches
   std::optional<c10::MempoolId_t> pool;  // made by the first capture
   at::cuda::CUDAEvent done;              // recorded after each replay's last copy out
@@ -43,9 +46,11 @@ class GraphRunner {
   // unread_host_outputs: per output, whether the capture may leave it on the host
   // (capture_safety.h's unread_host_outputs). lent_from: outputs from this index on go to the
   // backward graph only and are lent, not copied out (CudaGraphOptions::lend_saved_outputs).
+  // reads_lent_values: this is the group's backward, the reader its forward lends to
+  // (SharedCapture::backward_is_runner); should its capture fail, the forward stops lending.
   GraphRunner(std::shared_ptr<const Interpreter> interpreter, std::string name, CudaGraphOptions options,
               std::vector<bool> unread_host_outputs, std::optional<std::size_t> lent_from,
-              std::shared_ptr<SharedCapture> shared);
+              std::shared_ptr<SharedCapture> shared, bool reads_lent_values = false);
   ~GraphRunner();
   GraphRunner(const GraphRunner&) = delete;
   GraphRunner& operator=(const GraphRunner&) = delete;
@@ -63,6 +68,7 @@ class GraphRunner {
   CudaGraphOptions options_;
   std::vector<bool> unread_host_outputs_;
   std::optional<std::size_t> lent_from_;
+  bool reads_lent_values_;
   std::shared_ptr<SharedCapture> shared_;  // its mutex guards everything below
   std::unique_ptr<CapturedGraph> captured_;
   std::optional<std::string> capture_refused_;  // why the capture failed: every call interprets

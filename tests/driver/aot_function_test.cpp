@@ -242,6 +242,37 @@ TEST(AotFunctionRuntime, GraphsCompiledAtFirstCallShareTheirGroup) {
   EXPECT_NE(recorder.seen[0], recorder.seen[2]);
 }
 
+// A cache hit's training graphs: the forward's first call compiles the backward too, in the
+// forward's group, so a backend has seen the backward before the forward first runs, as after a
+// compile (the CUDA-graph backend lends saved values only to a backward it runs).
+TEST(AotFunctionRuntime, AForwardsFirstCallCompilesItsBackwardToo) {
+  GroupRecorder recorder;
+  std::vector<std::string> compiled;
+  const Compiler naming = [&](const Graph& graph, const std::vector<TensorMeta>& metas) {
+    compiled.push_back(graph.name());
+    return recorder.compiler()(graph, metas);
+  };
+  const Graph forward_graph = parse_graph(R"(graph forward(%x: f32[3]):
+  %y: f32[3] = aten::sin(%x)
+  return (%y, %x))");
+  const Graph backward_graph = parse_graph(R"(graph backward(%x: f32[3], %g: f32[3]):
+  %c: f32[3] = aten::cos(%x)
+  %dx: f32[3] = aten::mul.Tensor(%g, %c)
+  return (%dx))");
+  CompiledTrainingGraphs graphs = compile_training_graphs_on_first_call(
+      naming, [&]() -> const Graph& { return forward_graph; }, [] { return GraphOutputUse{.saved_outputs_from = 1}; },
+      naming, [&]() -> const Graph& { return backward_graph; });
+  EXPECT_TRUE(compiled.empty()) << "nothing compiles before a first call";
+  const at::Tensor x = torch::randn({3});
+  const TensorList out = graphs.forward({x});
+  EXPECT_EQ(compiled, (std::vector<std::string>{"forward", "backward"}));
+  const TensorList dx = graphs.backward({out[1], torch::ones({3})});
+  EXPECT_EQ(compiled.size(), 2u) << "the backward compiled once";
+  EXPECT_TRUE(torch::allclose(dx[0], x.cos()));
+  ASSERT_EQ(recorder.seen.size(), 2u);
+  EXPECT_EQ(recorder.seen[0], recorder.seen[1]) << "one group";
+}
+
 // The forward's compiler is told which of its outputs are saved for the backward (the outputs
 // after the forward's returns), as a backend that lends them needs; the backward's is told none.
 TEST(AotFunctionRuntime, TheForwardCompilerIsToldWhichOutputsAreSaved) {
