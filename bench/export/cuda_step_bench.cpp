@@ -4,7 +4,10 @@
 // one table.
 //
 //   cuda_step_bench PT2 --backend interpreter|planned|cuda_graphs|cuda_graphs_lend|cuda_graphs_static
-//                   [--partitioner auto|min_cut|default] [--samples N] [--batch-ms MS]
+//                   [--partitioner auto|min_cut|default] [--samples N] [--batch-ms MS] [--device cuda|cpu]
+//
+// --device cpu runs the same measurement on the CPU (memory from tools/memory_meter), so that the
+// benchmark's plumbing is tested where there is no GPU (tests/export: gpt2_step_bench_on_cpu).
 //
 // One JSON line, milliseconds and bytes:
 //   first_step_ms  load + compile + the first training step, from scratch
@@ -20,6 +23,7 @@
 #include <aotpipe/stages/partition/default_partition.h>
 #include <aotpipe/stages/partition/min_cut_partition.h>
 
+#include "cpu_memory_meter.h"
 #include "median_time.h"
 #include "training_step.h"
 
@@ -34,11 +38,36 @@ namespace {
 
 namespace bench = aotpipe::bench;
 
-std::int64_t allocated_bytes(bool peak) {
-  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(c10::cuda::current_device());
-  const auto& aggregate = stats.allocated_bytes[static_cast<std::size_t>(c10::CachingAllocator::StatType::AGGREGATE)];
-  return peak ? aggregate.peak : aggregate.current;
-}
+// Where the step runs, and how its memory is read there.
+struct Device {
+  c10::Device device;
+  void synchronize() const {
+    if (device.is_cuda()) c10::cuda::device_synchronize();
+  }
+  // Bytes allocated now (CUDA: the caching allocator's; CPU: tensors made since start_counting).
+  std::int64_t allocated_bytes() const { return device.is_cuda() ? cuda_bytes(false) : aotpipe_meter_live_bytes(); }
+  void start_counting() const {
+    if (device.is_cuda())
+      c10::cuda::CUDACachingAllocator::emptyCache();
+    else
+      aotpipe_meter_start();
+  }
+  // The most bytes `step()` held at once beyond `before` (what was allocated when it started).
+  template <class F>
+  std::int64_t peak_bytes(std::int64_t before, F&& step) const {
+    if (!device.is_cuda()) return aotpipe::peak_cpu_bytes(step);
+    c10::cuda::CUDACachingAllocator::resetPeakStats(c10::cuda::current_device());
+    step();
+    return cuda_bytes(true) - before;
+  }
+
+ private:
+  static std::int64_t cuda_bytes(bool peak) {
+    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(c10::cuda::current_device());
+    const auto& aggregate = stats.allocated_bytes[static_cast<std::size_t>(c10::CachingAllocator::StatType::AGGREGATE)];
+    return peak ? aggregate.peak : aggregate.current;
+  }
+};
 
 aotpipe::AotConfig config_for(const std::string& backend, const std::string& partitioner) {
   aotpipe::AotConfig config;
@@ -63,22 +92,22 @@ aotpipe::AotConfig config_for(const std::string& backend, const std::string& par
   return config;
 }
 
-nlohmann::json measure(const std::filesystem::path& pt2, const aotpipe::AotConfig& config, int samples,
-                       double batch_ms) {
-  const aotpipe::LoadExportedProgramOptions on_gpu{.device = c10::Device(c10::kCUDA, 0), .map_weights = false};
+nlohmann::json measure(const std::filesystem::path& pt2, const aotpipe::AotConfig& config, int samples, double batch_ms,
+                       const Device& on) {
+  const aotpipe::LoadExportedProgramOptions load_options{.device = on.device, .map_weights = false};
   nlohmann::json row;
   row["first_step_ms"] = bench::elapsed_ms([&] {
-    aotpipe::ExportedProgram program = aotpipe::load_exported_program(pt2, on_gpu);
+    aotpipe::ExportedProgram program = aotpipe::load_exported_program(pt2, load_options);
     aotpipe::CompiledExportedProgram compiled = aotpipe::compile_exported_program(program, config);
     bench::TrainingStep{[&](const aotpipe::TensorList& in) { return compiled(in); }, &program,
                         bench::sample_inputs(program)}();
-    c10::cuda::device_synchronize();
+    on.synchronize();
   });
-  c10::cuda::CUDACachingAllocator::emptyCache();
-  const std::int64_t before = allocated_bytes(false);
-  aotpipe::ExportedProgram program = aotpipe::load_exported_program(pt2, on_gpu);
+  on.start_counting();
+  const std::int64_t before = on.allocated_bytes();
+  aotpipe::ExportedProgram program = aotpipe::load_exported_program(pt2, load_options);
   const aotpipe::TensorList inputs = bench::sample_inputs(program);
-  row["state_bytes"] = allocated_bytes(false) - before;
+  row["state_bytes"] = on.allocated_bytes() - before;
   aotpipe::CompiledExportedProgram compiled = aotpipe::compile_exported_program(program, config);
   std::shared_ptr<const aotpipe::CompileState> state;
   row["compile_ms"] = bench::elapsed_ms([&] { state = compiled.compiled_state(inputs); });
@@ -92,13 +121,11 @@ nlohmann::json measure(const std::filesystem::path& pt2, const aotpipe::AotConfi
   const bench::TrainingStep train{[&](const aotpipe::TensorList& in) { return compiled(in); }, &program, inputs};
   auto step = [&] {
     train();
-    c10::cuda::device_synchronize();
+    on.synchronize();
   };
   step();  // the capture, for CUDA graphs
   step();
-  c10::cuda::CUDACachingAllocator::resetPeakStats(c10::cuda::current_device());
-  step();
-  row["peak_bytes"] = allocated_bytes(true) - before - row["state_bytes"].get<std::int64_t>();
+  row["peak_bytes"] = on.peak_bytes(before + row["state_bytes"].get<std::int64_t>(), step);
   row["step_ms"] = bench::interleaved_median_ms(samples, batch_ms, step)[0];
   const aotpipe::CudaGraphCounters counters = aotpipe::cuda_graph_counters();
   row["captures"] = counters.captures;
@@ -118,6 +145,7 @@ int main(int argc, char** argv) {
   std::string partitioner = "auto";
   int samples = 7;
   double batch_ms = 200;
+  std::string device = "cuda";
   try {
     for (int i = 1; i < argc; ++i) {
       const std::string arg = argv[i];
@@ -133,6 +161,9 @@ int main(int argc, char** argv) {
         samples = std::max(1, std::stoi(next()));
       } else if (arg == "--batch-ms") {
         batch_ms = std::stod(next());
+      } else if (arg == "--device") {
+        device = next();
+        if (device != "cuda" && device != "cpu") throw std::invalid_argument("--device is cuda or cpu, not " + device);
       } else if (pt2.empty() && !arg.starts_with("-")) {
         pt2 = arg;
       } else {
@@ -140,15 +171,19 @@ int main(int argc, char** argv) {
       }
     }
     if (pt2.empty()) throw std::invalid_argument("no .pt2 archive given");
-    nlohmann::json row = measure(pt2, config_for(backend, partitioner), samples, batch_ms);
+    const Device on{device == "cpu" ? c10::Device(c10::kCPU) : c10::Device(c10::kCUDA, 0)};
+    if (on.device.is_cpu() && !aotpipe_meter_install())
+      throw std::runtime_error("the CPU memory meter could not be installed");
+    nlohmann::json row = measure(pt2, config_for(backend, partitioner), samples, batch_ms, on);
     row["backend"] = backend;
     row["config_partitioner"] = partitioner;
     std::cout << row.dump() << std::endl;
     return 0;
   } catch (const std::exception& e) {
     std::cerr << "cuda_step_bench: " << e.what()
-              << "\nusage: cuda_step_bench PT2 --backend interpreter|planned|cuda_graphs|cuda_graphs_static "
-                 "[--partitioner auto|min_cut|default] [--samples N] [--batch-ms MS]\n";
+              << "\nusage: cuda_step_bench PT2 --backend interpreter|planned|cuda_graphs|cuda_graphs_lend|"
+                 "cuda_graphs_static [--partitioner auto|min_cut|default] [--samples N] [--batch-ms MS] "
+                 "[--device cuda|cpu]\n";
     return 2;
   }
 }

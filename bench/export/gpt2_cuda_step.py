@@ -15,7 +15,10 @@ synchronize; peak memory is what a steady step holds beyond the model's state an
 
     gpt2_cuda_step.py --bench build/bench/export/cuda_step_bench [--layers 12] [--batch 8] [--seq 256]
                       [--dtype bf16|fp32] [--samples 7] [--configs interpreter:auto,cuda_graphs:auto,...]
-                      [--inductor]
+                      [--inductor] [--device cuda|cpu] [--width 768 --heads 12 --vocab 50257]
+
+--device cpu (with a small --width/--vocab) runs everything on the CPU, peak memory left out: the
+benchmark's own check where there is no GPU (tests/export, gpt2_step_bench_on_cpu).
 """
 import argparse
 import json
@@ -96,17 +99,19 @@ def eager_row(model, ids, targets, samples, name="eager"):
         loss.backward()
         for p in model.parameters():
             p.grad = None
-        torch.cuda.synchronize()
+        if ids.is_cuda:
+            torch.cuda.synchronize()
 
     start = time.perf_counter()
     step()
     first = (time.perf_counter() - start) * 1e3
     step()
-    torch.cuda.synchronize()
-    base = torch.cuda.memory_allocated()
-    torch.cuda.reset_peak_memory_stats()
-    step()
-    peak = torch.cuda.max_memory_allocated() - base
+    peak = None  # the CPU's is zoo_table.py's business
+    if ids.is_cuda:
+        base = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        step()
+        peak = torch.cuda.max_memory_allocated() - base
     return {"config": name, "step_ms": median_step_ms(step, samples), "peak_bytes": peak, "first_step_ms": first}
 
 
@@ -121,13 +126,17 @@ def main():
     parser.add_argument("--configs", default=DEFAULT_CONFIGS, help="backend:partitioner, comma-separated")
     parser.add_argument("--inductor", action="store_true", help="also torch.compile (Inductor; slow to compile)")
     parser.add_argument("--timeout", type=float, default=120, help="seconds per aotpipe configuration")
+    parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    parser.add_argument("--width", type=int, default=768)
+    parser.add_argument("--heads", type=int, default=12)
+    parser.add_argument("--vocab", type=int, default=50257)
     args = parser.parse_args()
-    if not torch.cuda.is_available():
+    if args.device == "cuda" and not torch.cuda.is_available():
         sys.exit("gpt2_cuda_step.py: no CUDA device")
     torch.manual_seed(0)
     dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float32
-    model = Gpt2Loss(args.layers).to(dtype).train()
-    ids = torch.randint(0, 50257, (args.batch, args.seq))
+    model = Gpt2Loss(args.layers, args.width, args.heads, args.vocab).to(dtype).train()
+    ids = torch.randint(0, args.vocab, (args.batch, args.seq))
     targets = torch.roll(ids, -1, dims=1)
     with tempfile.TemporaryDirectory() as tmp:
         pt2 = os.path.join(tmp, f"gpt2_{args.layers}l_{args.dtype}.pt2")
@@ -135,9 +144,9 @@ def main():
         torch.export.save(torch.export.export(model, (ids, targets)), pt2)
         export_s = time.perf_counter() - start
         print(f"exported in {export_s:.1f} s", flush=True)
-        model = model.cuda()
-        ids, targets = ids.cuda(), targets.cuda()
-        state = torch.cuda.memory_allocated()
+        model = model.to(args.device)
+        ids, targets = ids.to(args.device), targets.to(args.device)
+        state = torch.cuda.memory_allocated() if args.device == "cuda" else None
         rows = []
 
         def add(row):  # each row as soon as it is measured: a run cut short keeps what it has
@@ -148,10 +157,12 @@ def main():
         if args.inductor:
             add(eager_row(torch.compile(model), ids, targets, args.samples, "torch.compile"))
         del model
-        torch.cuda.empty_cache()
+        if args.device == "cuda":
+            torch.cuda.empty_cache()
         for config in args.configs.split(","):
             backend, partitioner = config.split(":")
-            cmd = [args.bench, pt2, "--backend", backend, "--partitioner", partitioner, "--samples", str(args.samples)]
+            cmd = [args.bench, pt2, "--backend", backend, "--partitioner", partitioner, "--samples", str(args.samples),
+                   "--device", args.device]
             try:
                 done = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
             except subprocess.TimeoutExpired:
@@ -166,8 +177,10 @@ def main():
                 row["stderr"] = done.stderr.strip()[-300:]
             add(row)
 
-    print(f"device: {torch.cuda.get_device_name()}; GPT-2 small, {args.layers} layers, batch {args.batch} x "
-          f"{args.seq}, {args.dtype}; state {state / 2**20:.0f} MB; export {export_s:.1f} s; "
+    device = torch.cuda.get_device_name() if args.device == "cuda" else "cpu"
+    state_mb = f"{state / 2**20:.0f} MB" if state is not None else "-"
+    print(f"device: {device}; GPT-2 small, {args.layers} layers, {args.width} wide, vocabulary {args.vocab}, batch "
+          f"{args.batch} x {args.seq}, {args.dtype}; state {state_mb}; export {export_s:.1f} s; "
           f"medians of {args.samples} batches")
     eager_ms = rows[0]["step_ms"]
     print("| configuration | step ms | eager / this | peak MB | first step s | compile ms | partitioner | saved "
@@ -182,8 +195,10 @@ def main():
         lent = (f"{r['lent_values']} / {r['lent_inputs_read']} / {r['lent_values_copied']}"
                 if r.get("lent_values") else "")
         compile_ms = f"{r['compile_ms']:.0f}" if "compile_ms" in r else ""
-        print(f"| {r['config']} | {r['step_ms']:.2f} | {eager_ms / r['step_ms']:.2f} | {r['peak_bytes'] / 2**20:.0f} "
-              f"| {r['first_step_ms'] / 1e3:.2f} | {compile_ms} | {r.get('partitioner', '')} | {r.get('saved', '')} "
+        partitioner = r.get("partitioner", "").split(" ")[0]  # its name; the options are in the JSON
+        peak_mb = f"{r['peak_bytes'] / 2**20:.0f}" if r.get("peak_bytes") is not None and args.device == "cuda" else "-"
+        print(f"| {r['config']} | {r['step_ms']:.2f} | {eager_ms / r['step_ms']:.2f} | {peak_mb} "
+              f"| {r['first_step_ms'] / 1e3:.2f} | {compile_ms} | {partitioner} | {r.get('saved', '')} "
               f"| {ops} | {graphs} | {lent} |")
     for r in rows:
         for note in r.get("notes", []):
