@@ -5,9 +5,11 @@
 // chains of 10/100/1000 elementwise ops, an MLP, a transformer block at batch 2; forward only
 // (no grad) and forward + backward. Each time is the median over repeats of
 // (N calls + a device synchronize) / N.
-//   cuda_call_bench [--calls N] [--repeats R] [--only NAME] [--partitioner min_cut|default]
+//   cuda_call_bench [--calls N] [--repeats R] [--only NAME] [--partitioner min_cut|default] [--lend]
 // (min_cut, the default, recomputes cheap forward ops in the backward: with backends that do not
-// fuse them, that is a kernel each; `default` saves what the backward reads instead).
+// fuse them, that is a kernel each; `default` saves what the backward reads instead. --lend: the
+// forward lends its saved values to the backward instead of copying them, CudaGraphOptions::
+// lend_saved_outputs).
 #include <aotpipe/cuda/cuda_graphs.h>
 #include <aotpipe/driver/aot_function.h>
 #include <aotpipe/stages/partition/default_partition.h>
@@ -90,7 +92,7 @@ struct Program {
   std::function<TensorList(bool requires_grad)> inputs;
 };
 
-at::Tensor randn(std::vector<int64_t> sizes, bool requires_grad = false, double scale = 1.0) {
+at::Tensor randn(at::IntArrayRef sizes, bool requires_grad = false, double scale = 1.0) {
   return (at::randn(sizes, kCuda) * scale).requires_grad_(requires_grad);
 }
 
@@ -174,7 +176,10 @@ int main(int argc, char** argv) {
   int repeats = 7;
   std::string only;
   std::string partitioner = "min_cut";
-  for (int i = 1; i + 1 < argc; ++i) {
+  bool lend = false;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--lend")) lend = true;
+    if (i + 1 >= argc) break;
     if (!std::strcmp(argv[i], "--partitioner")) partitioner = argv[++i];
     if (!std::strcmp(argv[i], "--calls")) calls = std::stoi(argv[++i]);
     if (!std::strcmp(argv[i], "--repeats")) repeats = std::stoi(argv[++i]);
@@ -188,9 +193,9 @@ int main(int argc, char** argv) {
   interp_config.partition_fn = partitioner == "default" ? aotpipe::partitioners::default_partition()
                                                         : aotpipe::partitioners::min_cut_rematerialization_partition();
   aotpipe::AotConfig graphs_config = interp_config;
-  graphs_config.fw_compiler = aotpipe::backends::cuda_graphs();
-  fmt::print("device: {}; {} calls x {} repeats; partitioner {}; median us per call\n",
-             at::cuda::getDeviceProperties(0)->name, calls, repeats, partitioner);
+  graphs_config.fw_compiler = aotpipe::backends::cuda_graphs({.lend_saved_outputs = lend});
+  fmt::print("device: {}; {} calls x {} repeats; partitioner {}{}; median us per call\n",
+             at::cuda::getDeviceProperties(0)->name, calls, repeats, partitioner, lend ? "; saved values lent" : "");
   const std::string header =
       fmt::format("{:<20} {:>9} {:>9} {:>9} {:>10} {:>10} {:>8} {:>9} {:>9}\n", "program", "eager", "interp", "graphs",
                   "eager+sync", "graph+sync", "floor", "eager/gr", "gr/floor");
@@ -213,7 +218,7 @@ int main(int argc, char** argv) {
             if (backward) out[0].sum().backward();
           };
         };
-        auto synced = [](std::function<void()> f) {
+        auto synced = [](const std::function<void()>& f) {
           return [f] {
             f();
             c10::cuda::getCurrentCUDAStream().synchronize();
@@ -241,7 +246,9 @@ int main(int argc, char** argv) {
     }
   }
   const aotpipe::CudaGraphCounters c = aotpipe::cuda_graph_counters();
-  fmt::print("\ncuda_graphs: {} graphs captured, {} calls replayed, {} calls in the interpreter\n", c.captures,
-             c.replays, c.fallback_calls);
+  fmt::print(
+      "\ncuda_graphs: {} graphs captured, {} calls replayed, {} calls in the interpreter; {} lent, {} read in "
+      "place, {} taken back\n",
+      c.captures, c.replays, c.fallback_calls, c.lent_values, c.lent_inputs_read, c.lent_values_copied);
   return 0;
 }
