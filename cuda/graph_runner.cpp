@@ -460,7 +460,8 @@ TensorList CapturedGraph::hand_out(const TensorList& args, CudaGraphOptions::Out
         at::Tensor alias =
             view_of_storage(args[o.index].storage(), start_byte(args[o.index]) + o.offset_bytes, o.captured);
         // Never a view of lent memory (a backward captured before its forward lent, then given a
-        // lent value): the forward's next replay would take all of it back.
+        // lent value): the forward's next replay would take all of it back. The copy keeps the
+        // values, not an overlapping or strided layout (gradients: autograd checks sizes only).
         out.push_back(lent_source(args[o.index].storage(), *shared_) ? alias.clone(at::MemoryFormat::Preserve)
                                                                      : std::move(alias));
         break;

@@ -19,8 +19,10 @@ RuntimeFn post_compile(std::shared_ptr<const CompiledArtifact> artifact, Compile
 // The same with the wrappers rebuilt from the artifact's plans.
 RuntimeFn post_compile(std::shared_ptr<const CompiledArtifact> artifact, CompiledGraphs graphs);
 
-// A cache hit's compiled graphs: the config's backend compilers, each run on its graph when the
-// graph first runs (compile_on_first_call), so a hit decodes and compiles nothing up front.
+// A cache hit's compiled graphs: the config's backend compilers, run on the graphs when they are
+// first needed (an inference graph at its first call; a training function's forward and backward
+// both at the forward's first call, compile_training_graphs_on_first_call), so a hit decodes and
+// compiles nothing up front.
 // `notes`: the artifact's, what the backends said when it was compiled.
 CompiledGraphs compile_on_first_call(const std::shared_ptr<const CompiledArtifact>& artifact, const AotConfig& config);
 

@@ -367,9 +367,9 @@ TEST(CudaGraphs, ACacheHitLendsFromItsFirstStep) {
   CompileCacheOptions cache_options;
   cache_options.directory = dir.path;
   auto cache = std::make_shared<CompileCache>(std::move(cache_options));
-  const at::Tensor w = cuda_randn({32, 16}, true);
-  for (const char* compile : {"a miss", "a hit"}) {
-    SCOPED_TRACE(compile);
+  const at::Tensor w = cuda_randn({16, 32}, true);
+  for (const std::size_t hits : {0u, 1u}) {
+    SCOPED_TRACE(hits ? "a hit" : "a miss");
     CompiledFunction f = aot_function(fn, graphs_config(kLendSaved), cache);
     CounterDelta counts;
     for (int step = 0; step < 3; ++step) {
@@ -380,6 +380,8 @@ TEST(CudaGraphs, ACacheHitLendsFromItsFirstStep) {
       fn({x, w_eager})[0].backward();
       EXPECT_TRUE(close(w.grad(), w_eager.grad(), 1e-4)) << "step " << step;
     }
+    EXPECT_EQ(cache->counters().hits, hits);
+    EXPECT_EQ(cache->counters().misses, 1u);
     EXPECT_EQ(counts.fallbacks(), 0u);
     EXPECT_GE(counts.lent(), 3u) << "every forward lent";
     EXPECT_GE(counts.lent_read(), 3u) << "every backward, the first included, read in place";

@@ -323,7 +323,9 @@ TEST(AotFunctionRuntime, TheForwardCompilerIsToldWhichOutputsAreSaved) {
   for (int compile = 0; compile < 2; ++compile) {  // a miss that stores, then a hit
     seen.clear();
     CompiledFunction cached = aot_function(fn, config, cache);
-    cached({torch::randn({4}), param({4})})[0].backward();
+    const at::Tensor loss = cached({torch::randn({4}), param({4})})[0];
+    ASSERT_EQ(seen.size(), 2u) << "compile " << compile << ": the backward compiled by the forward's first call";
+    loss.backward();
     ASSERT_EQ(seen.size(), 2u) << "compile " << compile;
     EXPECT_EQ(seen[0].graph, "forward");
     EXPECT_EQ(seen[0].saved_from, 2u) << "compile " << compile;
