@@ -9,6 +9,7 @@
 #include <ATen/ops/lstm_native.h>
 #include <ATen/ops/mkldnn_rnn_layer.h>
 #include <ATen/ops/one_hot_native.h>
+#include <ATen/ops/scaled_dot_product_attention_native.h>
 #include <torch/library.h>
 
 #include <algorithm>
@@ -248,8 +249,26 @@ at::Tensor traced_one_hot(const at::Tensor& self, int64_t num_classes) {
   return at::eq(self.unsqueeze(-1), at::arange(num_classes, self.options())).to(at::kLong);
 }
 
+// scaled_dot_product_attention as eager's composite, which asks the device which fused kernel to
+// run (flash, memory-efficient, cuDNN) from its architecture, the dtype and the mask. For CUDA
+// on a machine without a GPU that answer is "math" (matmuls and a softmax): the same values, more
+// time and memory on the GPU. The compile says so, once per process, rather than silently.
+at::Tensor traced_scaled_dot_product_attention(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
+                                               const std::optional<at::Tensor>& attn_mask, double dropout_p,
+                                               bool is_causal, std::optional<double> scale, bool enable_gqa) {
+  if (query.device().is_cuda() && !at::hasCUDA()) {
+    TORCH_WARN_ONCE("aotpipe: scaled_dot_product_attention is compiled for ", query.device().str(),
+                    " on a machine without a GPU, so it is recorded in its math form (matmuls and a softmax), not as "
+                    "the flash or memory-efficient attention eager runs on a GPU: the same values, more time and "
+                    "memory. Compile on a machine with the target GPU to record the fused kernels.");
+  }
+  return at::native::scaled_dot_product_attention(query, key, value, attn_mask, dropout_p, is_causal, scale,
+                                                  enable_gqa);
+}
+
 TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
   m.impl("native_batch_norm", TORCH_FN(traced_native_batch_norm));
+  m.impl("scaled_dot_product_attention", TORCH_FN(traced_scaled_dot_product_attention));
   m.impl("one_hot", TORCH_FN(traced_one_hot));
   m.impl("cudnn_batch_norm", TORCH_FN(traced_cudnn_batch_norm));
   m.impl("lstm.input", TORCH_FN(traced_lstm));

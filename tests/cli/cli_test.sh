@@ -380,6 +380,13 @@ case $mode in
     # sdpa_causal_attention recorded the CPU-only flash kernel: for cuda:0 it is the composite again.
     check "the CPU flash attention is retargeted" \
       bash -c "! grep -q _for_cpu '$tmp/out.d/sdpa_causal_attention/forward.aotg' && grep -q device=cuda:0 '$tmp/out.d/sdpa_causal_attention/forward.aotg'"
+    # Without a GPU to choose a fused kernel, SDPA for cuda:0 is its math form: said once, not silently.
+    if [ -e /dev/nvidiactl ] || [ -n "$(ls /proc/driver/nvidia/gpus 2>/dev/null)" ]; then
+      check "with a GPU, no word of SDPA's math form" bash -c "! grep -q 'recorded in its math form' '$tmp/err'"
+    else
+      check "without a GPU, SDPA's math form is said once" \
+        bash -c "test \"\$(grep -c 'scaled_dot_product_attention is compiled for cuda:0 on a machine without a GPU, so it is recorded in its math form' '$tmp/err')\" -eq 1"
+    fi
     ls "$tmp"/out.d/*/forward.aotg "$tmp"/out.d/*/backward.aotg "$tmp"/out.d/*/inference.aotg >"$tmp/graphs" 2>/dev/null
     check "compiled graphs written" test -s "$tmp/graphs"
     # Every tensor value (inputs and node results) says device=cuda:0; the CPU is never printed,
