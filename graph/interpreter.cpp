@@ -136,18 +136,22 @@ bool may_write_in_place(const Instruction& instr, const c10::IValue& self) {
   return same_layout(t, *instr.inplace_layout) && t.storage_offset() == instr.inplace_layout->storage_offset;
 }
 
-// The device whose arena a graph's planned calls write into: the first call result's, when it is
-// the CPU or a GPU (the fresh results of calls elsewhere are left to their kernels).
+// The device whose arena a graph's planned calls write into: a GPU's where a call result is on
+// one (a CUDA graph may begin with an op on a 0-dim CPU scalar, which stays on the CPU), else the
+// first call result's when it is the CPU (the fresh results of calls elsewhere are left to their
+// kernels).
 std::optional<c10::Device> arena_device_of(const Graph& graph) {
+  std::optional<c10::Device> first;
   for (const Node* node : graph.nodes()) {
     if (!node->is_call()) continue;
-    for (const Value* out : node->outputs())
-      if (out->meta()) {
-        const c10::Device d = out->meta()->device;
-        if (d.is_cpu() || d.is_cuda()) return d;
-        return std::nullopt;
-      }
+    for (const Value* out : node->outputs()) {
+      if (!out->meta()) continue;
+      const c10::Device d = out->meta()->device;
+      if (d.is_cuda()) return d;
+      if (!first) first = d;
+    }
   }
+  if (first && first->is_cpu()) return first;
   return std::nullopt;
 }
 

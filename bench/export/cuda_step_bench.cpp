@@ -17,9 +17,12 @@
 //   state_bytes    GPU memory of the loaded program's state and sample inputs
 //   peak_bytes     the most GPU memory a steady step holds beyond state_bytes (a CUDA graph's
 //                  static memory, held between steps, included)
-//   ops_forward, ops_backward, partitioner, notes (the backends'), captures, replays, fallback_calls
+//   ops_forward, ops_backward, partitioner, notes (the backends'), captures, replays, fallback_calls,
+//   lent_values, lent_inputs_read, lent_values_copied (cuda_graphs), planned_runs, unplanned_runs,
+//   out_calls_refused (planned)
 #include <aotpipe/cuda/cuda_graphs.h>
 #include <aotpipe/export/compiled_exported_program.h>
+#include <aotpipe/graph/interpreter.h>
 #include <aotpipe/stages/partition/default_partition.h>
 #include <aotpipe/stages/partition/min_cut_partition.h>
 
@@ -103,6 +106,11 @@ nlohmann::json measure(const std::filesystem::path& pt2, const aotpipe::AotConfi
                         bench::sample_inputs(program)}();
     on.synchronize();
   });
+  // The planned backend's arenas stay cached on the threads that ran it; the measured program
+  // would reuse them and its peak leave them out. This frees the calling thread's (on the CPU,
+  // where the backward runs on this thread too, all of them; on a GPU the backward's arena stays
+  // on autograd's device thread and is not in planned's peak_bytes).
+  aotpipe::release_cached_arenas();
   on.start_counting();
   const std::int64_t before = on.allocated_bytes();
   aotpipe::ExportedProgram program = aotpipe::load_exported_program(pt2, load_options);
@@ -134,6 +142,11 @@ nlohmann::json measure(const std::filesystem::path& pt2, const aotpipe::AotConfi
   row["lent_values"] = counters.lent_values;
   row["lent_values_copied"] = counters.lent_values_copied;
   row["lent_inputs_read"] = counters.lent_inputs_read;
+  // The planned backend: runs on its plan, runs off it (inputs not laid out as traced), refusals.
+  const aotpipe::InterpreterCounters interpreter = aotpipe::interpreter_counters();
+  row["planned_runs"] = interpreter.planned_runs;
+  row["unplanned_runs"] = interpreter.unplanned_runs;
+  row["out_calls_refused"] = interpreter.out_calls_refused;
   return row;
 }
 

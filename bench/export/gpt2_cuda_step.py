@@ -205,6 +205,9 @@ def main():
             print(f"note ({r['config']}): {note}")
         if r.get("stderr"):
             print(f"stderr ({r['config']}): {r['stderr']}")
+        if r.get("backend") == "planned":
+            print(f"planned ({r['config']}): {r.get('planned_runs')} runs on the plan, {r.get('unplanned_runs')} off it, "
+                  f"{r.get('out_calls_refused')} out= calls refused")
     print("json: " + json.dumps(rows))
     return 1 if any("error" in r for r in rows) else 0
 

@@ -45,6 +45,24 @@ TEST(OutVariant, FindsTheOutOverloadWithAKernelOfItsOwn) {
   EXPECT_EQ(out_name("aten::add_", "Tensor"), "none");
 }
 
+// A CUDA graph whose first call works on a 0-dim CPU scalar (which stays on the CPU) plans its
+// CUDA calls into a GPU arena, not into the CPU's, where none of them could write. Planning
+// makes no CUDA call, so this runs without a GPU.
+TEST(PlannedInterpreter, ACudaGraphStartingWithACpuScalarPlansOnTheGpu) {
+  Graph g = parse_graph(R"(
+graph on_gpu(%x: f32[16, 32] device=cuda:0, %s: f32[]):
+  %t: f32[] = aten::mul.Scalar(%s, 2)
+  %a: f32[16, 32] device=cuda:0 = aten::mul.Tensor(%x, %t)
+  %b: f32[16, 32] device=cuda:0 = aten::tanh(%a)
+  %c: f32[16, 32] device=cuda:0 = aten::add.Tensor(%b, %a)
+  return (%c)
+)");
+  verify(g);
+  const Interpreter interp(g, InterpreterOptions{.plan_memory = true});
+  EXPECT_EQ(interp.num_planned_calls(), 2u) << "%a and %b, on the GPU (%t: a CPU scalar; %c escapes)";
+  EXPECT_EQ(interp.arena_bytes(), 2u * 16 * 32 * 4);
+}
+
 TEST(PlannedInterpreter, CallsWithOutKernelsWriteIntoTheArena) {
   Graph g = parse_graph(R"(
 graph mlp(%x: f32[16, 32], %w: f32[32, 32]):
