@@ -30,8 +30,9 @@ NotedGraph compile_with_notes(const Compiler& compiler, const Graph& graph, Comp
                               const GraphOutputUse& use);
 NotedGraph compile_with_notes(const Compiler& compiler, const Graph& graph, CompileGroup& group);
 
-// A graph compiled by `compiler` when it is first called (a cache hit's graphs: decoded and
-// compiled only when they first run, as PyTorch compiles a backward lazily). `graph` is called
+// A graph compiled by `compiler` when it is first called (a cache hit's inference graph: decoded
+// and compiled only when it first runs; a training function's two graphs go through
+// compile_training_graphs_on_first_call below). `graph` is called
 // then, once; concurrent first calls compile once. The backend's notes are dropped: the
 // compile that made the graph reported them. The graphs of one function pass one `group`
 // (null: a group of its own); `use`, asked then too, says what the runtime does with the outputs.
