@@ -67,6 +67,7 @@ struct Counters {
   std::atomic<std::uint64_t> planned_runs{0};
   std::atomic<std::uint64_t> unplanned_runs{0};
   std::atomic<std::uint64_t> out_calls_refused{0};
+  std::atomic<std::uint64_t> out_calls_out_of_memory{0};
   std::atomic<std::uint64_t> folded_calls{0};
 };
 Counters& counters() {
@@ -340,7 +341,11 @@ std::size_t Interpreter::arena_bytes() const { return program_->arena_bytes; }
 
 InterpreterCounters interpreter_counters() {
   const Counters& c = counters();
-  return {c.planned_runs.load(), c.unplanned_runs.load(), c.out_calls_refused.load(), c.folded_calls.load()};
+  return {.planned_runs = c.planned_runs.load(),
+          .unplanned_runs = c.unplanned_runs.load(),
+          .out_calls_refused = c.out_calls_refused.load(),
+          .folded_calls = c.folded_calls.load(),
+          .out_calls_out_of_memory = c.out_calls_out_of_memory.load()};
 }
 
 namespace {
@@ -386,17 +391,26 @@ bool inputs_fit_plan(const std::vector<std::optional<TensorMeta>>& metas, const 
   return true;
 }
 
+enum class OutCall {
+  Written,      // the result is in the arena
+  Refused,      // the kernel takes fewer cases than its functional op: never ask it again
+  OutOfMemory,  // it found no memory for a workspace: a lack of the moment, not of the kernel
+};
+
 // Runs `instr`'s out= kernel on the arguments in `stack`, writing its result where the plan put
-// it. False, with the stack as it was, where the kernel refuses the arguments.
-bool run_out_call(const Instruction& instr, const c10::Storage& arena, torch::jit::Stack& stack,
-                  const std::string& graph_name) {
+// it. Where it fails, the stack is as it was.
+OutCall run_out_call(const Instruction& instr, const c10::Storage& arena, torch::jit::Stack& stack,
+                     const std::string& graph_name) {
   torch::jit::Stack arguments = stack;
   stack.push_back(arena_tensor(arena, instr.out_result->meta, instr.out_result->element_offset));
   try {
     instr.out_op->callBoxed(stack);
+  } catch (const c10::OutOfMemoryError&) {
+    stack = std::move(arguments);
+    return OutCall::OutOfMemory;
   } catch (const std::exception&) {
     stack = std::move(arguments);
-    return false;
+    return OutCall::Refused;
   }
   // A kernel that resized its result (metadata that did not match the kernel) may have written
   // over another planned tensor: fail loudly rather than return what it computed.
@@ -405,7 +419,7 @@ bool run_out_call(const Instruction& instr, const c10::Storage& arena, torch::ji
     throw GraphError(fmt::format("interpreter: graph '{}': {} (out= kernel {}) resized its planned result {} to {}",
                                  graph_name, instr.label, c10::toString(instr.out_op->operator_name()),
                                  to_string(instr.out_result->meta), to_string(TensorMeta::of(t))));
-  return true;
+  return OutCall::Written;
 }
 
 c10::IValue build_list(std::vector<c10::IValue>& slots, const ArgSource& src) {
@@ -464,11 +478,15 @@ void execute(const Instruction& instr, std::atomic<bool>* out_refused, RunContex
   bool in_place = false;
   try {
     if (run.arena && instr.out_op && out_refused && !out_refused->load(std::memory_order_relaxed)) {
-      done = run_out_call(instr, run.arena, stack, run.graph_name);
-      if (!done) {
+      const OutCall out = run_out_call(instr, run.arena, stack, run.graph_name);
+      done = out == OutCall::Written;
+      if (out == OutCall::Refused) {
         out_refused->store(true, std::memory_order_relaxed);
         counters().out_calls_refused.fetch_add(1);
       }
+      // Out of memory: this call runs its functional op (which raises the error eager would if it
+      // finds no memory either); the next run asks the out kernel again.
+      if (out == OutCall::OutOfMemory) counters().out_calls_out_of_memory.fetch_add(1);
     }
     if (!done) {
       std::optional<AutocastGuard> autocast;
@@ -480,7 +498,11 @@ void execute(const Instruction& instr, std::atomic<bool>* out_refused, RunContex
       if (in_place && instr.inplace_arg != 0) std::swap(stack[0], stack[instr.inplace_arg]);
       (in_place ? *instr.inplace : instr.op).callBoxed(stack);
     }
-  } catch (const GraphError&) { throw; } catch (const std::exception& e) {
+  } catch (const GraphError&) { throw; } catch (c10::OutOfMemoryError& e) {
+    // Keeps its type, as eager's does: a caller may catch it, free memory or take a smaller batch.
+    e.add_context(fmt::format("interpreter: graph '{}': {} failed", run.graph_name, instr.label));
+    throw;
+  } catch (const std::exception& e) {
     throw GraphError(fmt::format("interpreter: graph '{}': {} failed: {}", run.graph_name, instr.label, e.what()));
   }
   const bool kernel_allocated = run.arena && !done && !in_place && instr.fresh_results;

@@ -31,7 +31,8 @@ struct InterpreterOptions {
   // allocating each. What escapes the run (outputs and their bases) is never placed there. A run
   // whose inputs differ from the graph's TensorMeta (sizes, strides, dtype), or that would record
   // autograd history (grad mode on, an input requiring grad), runs without the plan; a call whose
-  // out kernel refuses runs its functional op from then on. Values are unchanged.
+  // out kernel refuses runs its functional op from then on (one whose out kernel runs out of memory,
+  // for that run only). Values are unchanged.
   bool plan_memory = false;
   // Constant folding (graph/constant_folding.h): the calls whose results depend on no input of
   // the graph, only on its constants (masks from `full` and `triu`, position ids from `arange`),
@@ -46,6 +47,9 @@ struct InterpreterCounters {
   std::uint64_t unplanned_runs = 0;     // runs of a planned graph whose inputs did not fit the plan
   std::uint64_t out_calls_refused = 0;  // calls whose out= kernel refused (each then runs its functional op)
   std::uint64_t folded_calls = 0;       // InterpreterOptions::fold_constants: calls computed once, at a first run
+  // calls whose out= kernel found no memory for a workspace: each ran its functional op, and the
+  // next run asks the out kernel again (a lack of the moment, not a refusal)
+  std::uint64_t out_calls_out_of_memory = 0;
 };
 InterpreterCounters interpreter_counters();
 

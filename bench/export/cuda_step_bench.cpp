@@ -19,7 +19,7 @@
 //                  static memory, held between steps, included)
 //   ops_forward, ops_backward, partitioner, notes (the backends'), captures, replays, fallback_calls,
 //   lent_values, lent_inputs_read, lent_values_copied (cuda_graphs), planned_runs, unplanned_runs,
-//   out_calls_refused (planned)
+//   out_calls_refused, out_calls_out_of_memory (planned)
 #include <aotpipe/cuda/cuda_graphs.h>
 #include <aotpipe/export/compiled_exported_program.h>
 #include <aotpipe/graph/interpreter.h>
@@ -147,6 +147,7 @@ nlohmann::json measure(const std::filesystem::path& pt2, const aotpipe::AotConfi
   row["planned_runs"] = interpreter.planned_runs;
   row["unplanned_runs"] = interpreter.unplanned_runs;
   row["out_calls_refused"] = interpreter.out_calls_refused;
+  row["out_calls_out_of_memory"] = interpreter.out_calls_out_of_memory;
   return row;
 }
 

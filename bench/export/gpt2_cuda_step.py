@@ -207,7 +207,8 @@ def main():
             print(f"stderr ({r['config']}): {r['stderr']}")
         if r.get("backend") == "planned":
             print(f"planned ({r['config']}): {r.get('planned_runs')} runs on the plan, {r.get('unplanned_runs')} off it, "
-                  f"{r.get('out_calls_refused')} out= calls refused")
+                  f"{r.get('out_calls_refused')} out= calls refused, "
+                  f"{r.get('out_calls_out_of_memory')} short of memory")
     print("json: " + json.dumps(rows))
     return 1 if any("error" in r for r in rows) else 0
 

@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 #include <torch/library.h>
 
+#include <atomic>
 #include <stdexcept>
 
 #include "test_support.h"
@@ -169,6 +170,71 @@ graph refusing(%x: f32[4]):
   for (int run = 0; run < 3; ++run) EXPECT_TRUE(testing::tensors_close((x * 2).exp() + 1, interp.run({x})[0], 0, 0));
   EXPECT_EQ(interpreter_counters().out_calls_refused, before.out_calls_refused + 1) << "asked once, then remembered";
   EXPECT_EQ(interpreter_counters().planned_runs, before.planned_runs + 3) << "exp still writes into the arena";
+}
+
+// An op whose out= kernel finds no memory for its workspace at its first call only, and one whose
+// functional kernel never finds any.
+std::atomic<int> short_out_calls{0};
+TORCH_LIBRARY_FRAGMENT(aotpipe_planned_test, m) {
+  m.def("short_once(Tensor x) -> Tensor");
+  m.def("short_once.out(Tensor x, *, Tensor(a!) out) -> Tensor(a!)");
+  m.impl("short_once", c10::DispatchKey::CPU, [](const at::Tensor& x) { return x * 3; });
+  m.impl("short_once.out", c10::DispatchKey::CPU, [](const at::Tensor& x, at::Tensor& out) -> at::Tensor& {
+    TORCH_CHECK_WITH(OutOfMemoryError, short_out_calls.fetch_add(1) > 0, "short_once.out: no memory for a workspace");
+    return at::mul_out(out, x, 3);
+  });
+  m.def("never_memory(Tensor x) -> Tensor");
+  m.impl("never_memory", c10::DispatchKey::CPU, [](const at::Tensor& x) -> at::Tensor {
+    TORCH_CHECK_WITH(OutOfMemoryError, false, "never_memory: tried to allocate ", x.nbytes(), " bytes");
+  });
+}
+
+// Out of memory is a lack of the moment, not a refusal: the call runs its functional op that run,
+// and the next run writes into the arena again.
+TEST(PlannedInterpreter, AnOutKernelOutOfMemoryFallsBackForThatRunOnly) {
+  Graph g = parse_graph(R"(
+graph short(%x: f32[4]):
+  %a: f32[4] = aotpipe_planned_test::short_once(%x)
+  %b: f32[4] = aten::exp(%a)
+  %c: f32[4] = aten::add.Scalar(%b, 1)
+  return (%c)
+)");
+  verify(g);
+  const Interpreter interp = planned(g);
+  ASSERT_EQ(interp.num_planned_calls(), 2u) << "short_once and exp";
+  const at::Tensor x = at::randn({4});
+  const InterpreterCounters before = interpreter_counters();
+  short_out_calls = 0;
+  for (int run = 0; run < 3; ++run) EXPECT_TRUE(testing::tensors_close((x * 3).exp() + 1, interp.run({x})[0], 0, 0));
+  const InterpreterCounters after = interpreter_counters();
+  EXPECT_EQ(short_out_calls, 3) << "the out kernel is asked at every run";
+  EXPECT_EQ(after.out_calls_out_of_memory, before.out_calls_out_of_memory + 1);
+  EXPECT_EQ(after.out_calls_refused, before.out_calls_refused) << "not remembered as a refusal";
+  EXPECT_EQ(after.planned_runs, before.planned_runs + 3);
+}
+
+// A kernel out of memory raises c10::OutOfMemoryError as eager does (a caller may catch it to free
+// memory or shrink its batch), with the graph and the call named; planned or not.
+TEST(PlannedInterpreter, OutOfMemoryKeepsItsTypeAndNamesTheCall) {
+  Graph g = parse_graph(R"(
+graph hungry(%x: f32[4]):
+  %a: f32[4] = aten::sin(%x)
+  %b: f32[4] = aotpipe_planned_test::never_memory(%a)
+  return (%b)
+)");
+  verify(g);
+  for (const Interpreter& interp : {Interpreter(g), planned(g)}) {
+    try {
+      (void)interp.run({at::randn({4})});
+      ADD_FAILURE() << "ran without memory";
+    } catch (const c10::OutOfMemoryError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("never_memory: tried to allocate 16 bytes"), std::string::npos) << what;
+      EXPECT_NE(what.find("interpreter: graph 'hungry': %b = aotpipe_planned_test::never_memory failed"),
+                std::string::npos)
+          << what;
+    }
+  }
 }
 
 // nn.GRU's cell as torch.export writes it: the gates are unsafe_splits of one addmm, read after
