@@ -14,6 +14,7 @@
 
 #include <atomic>
 #include <stdexcept>
+#include <string>
 
 #include "test_support.h"
 
@@ -154,22 +155,35 @@ TORCH_LIBRARY_FRAGMENT(aotpipe_planned_test, m) {
   });
 }
 
-TEST(PlannedInterpreter, AnOutKernelThatRefusesLeavesItsCallToTheFunctionalOp) {
+// Three planned runs of a graph computing `op`(x).exp() + 1, where `op` computes x * `factor` and
+// both it and exp write into the arena: what the counters grew by over them.
+InterpreterCounters three_runs_of(const std::string& op, double factor) {
   Graph g = parse_graph(R"(
-graph refusing(%x: f32[4]):
-  %a: f32[4] = aotpipe_planned_test::twice(%x)
+graph three_runs(%x: f32[4]):
+  %a: f32[4] = )" + op + R"((%x)
   %b: f32[4] = aten::exp(%a)
   %c: f32[4] = aten::add.Scalar(%b, 1)
   return (%c)
 )");
   verify(g);
   const Interpreter interp = planned(g);
-  ASSERT_EQ(interp.num_planned_calls(), 2u) << "twice and exp";
+  EXPECT_EQ(interp.num_planned_calls(), 2u) << op << " and exp";
   const at::Tensor x = at::randn({4});
   const InterpreterCounters before = interpreter_counters();
-  for (int run = 0; run < 3; ++run) EXPECT_TRUE(testing::tensors_close((x * 2).exp() + 1, interp.run({x})[0], 0, 0));
-  EXPECT_EQ(interpreter_counters().out_calls_refused, before.out_calls_refused + 1) << "asked once, then remembered";
-  EXPECT_EQ(interpreter_counters().planned_runs, before.planned_runs + 3) << "exp still writes into the arena";
+  for (int run = 0; run < 3; ++run)
+    EXPECT_TRUE(testing::tensors_close((x * factor).exp() + 1, interp.run({x})[0], 0, 0));
+  const InterpreterCounters after = interpreter_counters();
+  return {.planned_runs = after.planned_runs - before.planned_runs,
+          .unplanned_runs = after.unplanned_runs - before.unplanned_runs,
+          .out_calls_refused = after.out_calls_refused - before.out_calls_refused,
+          .folded_calls = after.folded_calls - before.folded_calls,
+          .out_calls_out_of_memory = after.out_calls_out_of_memory - before.out_calls_out_of_memory};
+}
+
+TEST(PlannedInterpreter, AnOutKernelThatRefusesLeavesItsCallToTheFunctionalOp) {
+  const InterpreterCounters grew = three_runs_of("aotpipe_planned_test::twice", 2);
+  EXPECT_EQ(grew.out_calls_refused, 1u) << "asked once, then remembered";
+  EXPECT_EQ(grew.planned_runs, 3u) << "exp still writes into the arena";
 }
 
 // An op whose out= kernel finds no memory for its workspace at its first call only, and one whose
@@ -192,25 +206,12 @@ TORCH_LIBRARY_FRAGMENT(aotpipe_planned_test, m) {
 // Out of memory is a lack of the moment, not a refusal: the call runs its functional op that run,
 // and the next run writes into the arena again.
 TEST(PlannedInterpreter, AnOutKernelOutOfMemoryFallsBackForThatRunOnly) {
-  Graph g = parse_graph(R"(
-graph short(%x: f32[4]):
-  %a: f32[4] = aotpipe_planned_test::short_once(%x)
-  %b: f32[4] = aten::exp(%a)
-  %c: f32[4] = aten::add.Scalar(%b, 1)
-  return (%c)
-)");
-  verify(g);
-  const Interpreter interp = planned(g);
-  ASSERT_EQ(interp.num_planned_calls(), 2u) << "short_once and exp";
-  const at::Tensor x = at::randn({4});
-  const InterpreterCounters before = interpreter_counters();
   short_out_calls = 0;
-  for (int run = 0; run < 3; ++run) EXPECT_TRUE(testing::tensors_close((x * 3).exp() + 1, interp.run({x})[0], 0, 0));
-  const InterpreterCounters after = interpreter_counters();
+  const InterpreterCounters grew = three_runs_of("aotpipe_planned_test::short_once", 3);
   EXPECT_EQ(short_out_calls, 3) << "the out kernel is asked at every run";
-  EXPECT_EQ(after.out_calls_out_of_memory, before.out_calls_out_of_memory + 1);
-  EXPECT_EQ(after.out_calls_refused, before.out_calls_refused) << "not remembered as a refusal";
-  EXPECT_EQ(after.planned_runs, before.planned_runs + 3);
+  EXPECT_EQ(grew.out_calls_out_of_memory, 1u);
+  EXPECT_EQ(grew.out_calls_refused, 0u) << "not remembered as a refusal";
+  EXPECT_EQ(grew.planned_runs, 3u);
 }
 
 // A kernel out of memory raises c10::OutOfMemoryError as eager does (a caller may catch it to free
