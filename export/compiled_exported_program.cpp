@@ -20,11 +20,10 @@ class RegionCompiles {
   RegionCompiles(AotConfig config, std::string name, std::shared_ptr<CompileCache> cache)
       : config_(std::move(config)), name_(std::move(name)), cache_(std::move(cache)) {}
 
-  const pt2::RegionProgram& of(const ExportedProgram& program, const TensorList& user_inputs) const {
-    std::shared_ptr<const Graph> graph = program.graph_for(user_inputs);
+  const pt2::RegionProgram& of(const Graph& graph) const {
     std::lock_guard lock(mutex_);
-    auto& slot = programs_[graph.get()];
-    if (!slot) slot = std::make_unique<pt2::RegionProgram>(*graph, config_, name_, cache_);
+    auto& slot = programs_[&graph];
+    if (!slot) slot = std::make_unique<pt2::RegionProgram>(graph, config_, name_, cache_);
     return *slot;
   }
   std::size_t num_compiled() const {
@@ -107,8 +106,8 @@ TensorList CompiledExportedProgram::operator()(const TensorList& user_inputs) co
   // Sizes are checked against the export before anything compiles (a compile would fail with
   // the same error, but inside a stage).
   if (impl_->regions) {
-    const pt2::RegionProgram& regions = impl_->regions->of(impl_->program, user_inputs);
-    return impl_->program.run_graph_with(user_inputs, [&](const TensorList& args) { return regions(args); });
+    return impl_->program.run_graph_with(
+        user_inputs, [&](const Graph& graph, const TensorList& args) { return impl_->regions->of(graph)(args); });
   }
   impl_->program.graph_for(user_inputs);
   return (*impl_->compiled)(impl_->flat_args(user_inputs));
@@ -121,7 +120,7 @@ std::size_t CompiledExportedProgram::num_compiled() const {
 
 std::size_t CompiledExportedProgram::num_compiled_regions(const TensorList& user_inputs) const {
   if (!impl_->regions) return 0;
-  return impl_->regions->of(impl_->program, user_inputs).num_compiled_regions();
+  return impl_->regions->of(*impl_->program.graph_for(user_inputs)).num_compiled_regions();
 }
 
 std::shared_ptr<const CompileState> CompiledExportedProgram::compiled_state(const TensorList& user_inputs) const {

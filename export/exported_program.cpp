@@ -517,11 +517,11 @@ TensorList ExportedProgram::operator()(const TensorList& user_inputs) const {
   return impl_->run(spec->interpreter, args);
 }
 
-TensorList ExportedProgram::run_graph_with(const TensorList& user_inputs, const Function& run) const {
-  (void)impl_->specialization(user_inputs);  // checks the sizes against the export
+TensorList ExportedProgram::run_graph_with(const TensorList& user_inputs, const GraphRun& run) const {
+  auto spec = impl_->specialization(user_inputs);  // checks the sizes against the export
   TensorList args = impl_->lifted;
   args.insert(args.end(), user_inputs.begin(), user_inputs.end());
-  return impl_->run(run, args);
+  return impl_->run([&](const TensorList& a) { return run(*spec->graph, a); }, args);
 }
 
 Function ExportedProgram::flat_function() const {

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -99,11 +100,12 @@ class ExportedProgram {
   // Runs the program eagerly on its state: returns the user outputs; buffer and input
   // mutations land in the buffers and inputs, as the exported module's call does.
   TensorList operator()(const TensorList& user_inputs) const;
-  // The program with graph_for(user_inputs)'s calls run by `run` (a function of that graph's
+  // The program with graph_for(user_inputs)'s calls run by `run` (given that graph and its
   // inputs, the lifted tensors then the user inputs, returning its outputs) instead of the
   // interpreter; mutations land and the user outputs are returned, as operator() does. How a
   // program compiled in regions runs (compile_exported_program, for data-dependent sizes).
-  TensorList run_graph_with(const TensorList& user_inputs, const Function& run) const;
+  using GraphRun = std::function<TensorList(const Graph& graph, const TensorList& inputs)>;
+  TensorList run_graph_with(const TensorList& user_inputs, const GraphRun& run) const;
   // The program as a flat function of [lifted tensors..., user inputs...] returning the user
   // outputs and writing mutations into its arguments: what a compile traces (with its formulas
   // fused, LoadExportedProgramOptions::fuse_formulas). Throws Pt2Error for a program with
