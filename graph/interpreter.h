@@ -9,6 +9,7 @@
 // called from many threads at once.
 #include <aotpipe/graph/graph.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -53,10 +54,12 @@ struct InterpreterCounters {
 };
 InterpreterCounters interpreter_counters();
 
-// InterpreterOptions::plan_memory keeps the arena a thread's runs finished with, one per device,
-// for the thread's next run (as a caching allocator keeps freed blocks). This frees the calling
-// thread's; a thread's are freed when it exits.
+// InterpreterOptions::plan_memory keeps the arena a thread's runs finished with, one per stream,
+// for the thread's next run (as a caching allocator keeps freed blocks). This frees every thread's
+// (autograd's device threads and a pool's too; a run under way keeps its own); a thread's are also
+// freed when it exits. cached_arena_bytes() is what they hold, over all threads.
 void release_cached_arenas();
+std::size_t cached_arena_bytes();
 
 class Interpreter {
  public:

@@ -106,10 +106,9 @@ nlohmann::json measure(const std::filesystem::path& pt2, const aotpipe::AotConfi
                         bench::sample_inputs(program)}();
     on.synchronize();
   });
-  // The planned backend's arenas stay cached on the threads that ran it; the measured program
-  // would reuse them and its peak leave them out. This frees the calling thread's (on the CPU,
-  // where the backward runs on this thread too, all of them; on a GPU the backward's arena stays
-  // on autograd's device thread and is not in planned's peak_bytes).
+  // The planned backend's arenas stay cached on the threads that ran it (on a GPU the backward's
+  // on autograd's device thread); the measured program would reuse them and its peak leave them
+  // out. This frees every thread's.
   aotpipe::release_cached_arenas();
   on.start_counting();
   const std::int64_t before = on.allocated_bytes();

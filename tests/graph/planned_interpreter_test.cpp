@@ -13,8 +13,10 @@
 #include <torch/library.h>
 
 #include <atomic>
+#include <future>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 #include "test_support.h"
 
@@ -94,6 +96,44 @@ graph mlp(%x: f32[16, 32], %w: f32[32, 32]):
   EXPECT_EQ(interpreter_counters().out_calls_refused, before.out_calls_refused);
   release_cached_arenas();
   EXPECT_TRUE(testing::tensor_lists_close(expected, interp.run({x, w}), 0, 0));
+}
+
+// The arenas a thread keeps for its next run are freed from any thread (as autograd's device
+// threads' must be, which no caller runs), and when their thread exits.
+TEST(PlannedInterpreter, CachedArenasAreFreedFromAnotherThreadAndAtThreadExit) {
+  Graph g = parse_graph(R"(
+graph kept(%x: f32[64, 64]):
+  %a: f32[64, 64] = aten::sin(%x)
+  %b: f32[64, 64] = aten::mul.Tensor(%a, %a)
+  %c: f32[64, 64] = aten::mm(%b, %b)
+  return (%c)
+)");
+  verify(g);
+  const Interpreter interp = planned(g);
+  ASSERT_GT(interp.arena_bytes(), 0u);
+  const at::Tensor x = at::randn({64, 64});
+  const at::Tensor expected = Interpreter(g).run({x})[0];
+  release_cached_arenas();
+  ASSERT_EQ(cached_arena_bytes(), 0u);
+  std::promise<void> ran, freed, ran_again, checked;
+  std::thread worker([&] {
+    EXPECT_TRUE(testing::tensors_close(expected, interp.run({x})[0], 0, 0));
+    ran.set_value();
+    freed.get_future().wait();
+    EXPECT_TRUE(testing::tensors_close(expected, interp.run({x})[0], 0, 0)) << "on a new arena";
+    ran_again.set_value();
+    checked.get_future().wait();  // alive until the main thread has looked
+  });
+  ran.get_future().wait();
+  EXPECT_GE(cached_arena_bytes(), interp.arena_bytes()) << "the worker keeps its arena";
+  release_cached_arenas();
+  EXPECT_EQ(cached_arena_bytes(), 0u);
+  freed.set_value();
+  ran_again.get_future().wait();
+  EXPECT_GE(cached_arena_bytes(), interp.arena_bytes());
+  checked.set_value();
+  worker.join();
+  EXPECT_EQ(cached_arena_bytes(), 0u) << "a thread's arenas go with it";
 }
 
 TEST(PlannedInterpreter, RunsThePlanDoesNotFitTakeThePlainPath) {
