@@ -8,6 +8,8 @@
 #include <torch/csrc/autograd/graph_task.h>
 #include <torch/csrc/autograd/variable.h>
 
+#include <algorithm>
+#include <optional>
 #include <stdexcept>
 
 namespace aotpipe {
@@ -65,6 +67,15 @@ struct CompiledArtifacts {
   const std::vector<std::size_t>& undefined_grads;  // backward outputs autograd left undefined
   // A call with a tensor on another device is refused by name instead of failing in a kernel.
   const std::vector<c10::Device>& input_devices;
+  // Note [Detaching inputs that never need gradients]: non-leaf inputs that require grad but get
+  // no gradient, detached before the autograd function, so a backward never walks their history.
+  std::vector<std::size_t> inputs_to_detach;
+  // Note [Intermediate Bases Optimization]: outputs returned as aten::_unsafe_view of the view the
+  // graph made, so that autograd sees no view made inside a custom function (in-place ops work).
+  std::vector<std::size_t> unsafe_view_outputs;
+  // Inputs with a metadata-only mutation (t_(), as_strided_()): the forward bumps their version
+  // before saving, as eager's mutation does before the ops after it save the input.
+  std::vector<std::size_t> metadata_mutated_inputs;
 
   CompiledArtifacts(std::shared_ptr<const CompiledArtifact> a, CompiledGraphs graphs)
       : artifact(std::move(a)),
@@ -80,6 +91,22 @@ struct CompiledArtifacts {
     num_saved = artifact->num_saved;
     tangent_mask = forward_tangent_mask(meta);  // the joint's tangent inputs
     autograd_returns = autograd_return_mask(meta);
+    std::vector<bool> gets_gradient(meta.input_info.size(), false);
+    for (std::size_t k = 0; k < grad_primals.size(); ++k)
+      if (std::find(undefined_grads.begin(), undefined_grads.end(), k) == undefined_grads.end())
+        gets_gradient.at(grad_primals[k]) = true;
+    for (std::size_t i = 0; i < meta.input_info.size(); ++i) {
+      const InputAliasInfo& in = meta.input_info[i];
+      // An input set_() in the graph must stay the caller's tensor (the detached one would get it).
+      const bool set_in_graph = in.mutation_type() == MutationType::MutatedInGraph && in.mutates_storage_metadata;
+      if (in.requires_grad && !in.is_leaf && !gets_gradient[i] && !set_in_graph) inputs_to_detach.push_back(i);
+    }
+    for (std::size_t j = 0; j < meta.output_info.size(); ++j)
+      if (meta.output_info[j].output_type == OutputType::unsafe_view_alias) unsafe_view_outputs.push_back(j);
+    for (std::size_t i : meta.mutated_inp_runtime_indices) {
+      const InputAliasInfo& in = meta.input_info[i];
+      if (in.mutates_metadata && !in.mutates_data && !in.mutates_storage_metadata) metadata_mutated_inputs.push_back(i);
+    }
   }
 };
 
@@ -123,8 +150,17 @@ struct CompiledAutogradFunction : torch::autograd::Function<CompiledAutogradFunc
     if (fw_outs.size() != num_returns + a.num_saved)
       throw std::runtime_error(fmt::format("aotpipe runtime ({}): the compiled forward returned {} values, expected {}",
                                            a.name, fw_outs.size(), num_returns + a.num_saved));
+    // Eager's t_() bumps the input's version before the ops after it save the input or its views;
+    // the epilogue's as_strided_ then keeps this version (make_runtime).
+    for (std::size_t i : a.metadata_mutated_inputs)
+      if (!args[i].is_inference()) args[i].unsafeGetTensorImpl()->bump_version();
     ctx->save_for_backward(variable_list(fw_outs.begin() + static_cast<std::ptrdiff_t>(num_returns), fw_outs.end()));
     fw_outs.resize(num_returns);
+    const std::size_t num_mutated_returns = a.meta.mutated_inp_runtime_indices.size();
+    for (std::size_t j : a.unsafe_view_outputs) {
+      at::Tensor& out = fw_outs[num_mutated_returns + j];
+      out = at::_unsafe_view(out, out.sizes());
+    }
 
     const auto& mask = a.autograd_returns;
     // Autograd would make a zero gradient for every return that got none, the mutated buffers'
@@ -250,6 +286,8 @@ RuntimeFn make_runtime(std::shared_ptr<const CompiledArtifact> artifact, Compile
     if (a.trace_joint) {
       at::AutoGradMode enable(true);
       CallFrame frame{artifacts, {}};
+      for (std::size_t i : a.inputs_to_detach)
+        if (args[i].defined()) args[i] = args[i].detach();
       variable_list through_autograd = CompiledAutogradFunction::apply(&frame, at::TensorList(args));
       args.clear();
       // Put the autograd-tracked returns back in place of the raw ones.
@@ -278,19 +316,29 @@ RuntimeFn make_runtime(std::shared_ptr<const CompiledArtifact> artifact, Compile
         continue;
       }
       if (info.mutates_metadata) {
-        // A metadata change leaves the data as it was: keep the version counter, so tensors the
-        // forward saved from this input stay valid for the backward (eager saves them after
-        // its t_(), at the bumped version; we saved them before the epilogue).
-        c10::VariableVersion version = original.unsafeGetTensorImpl()->version_counter();
-        const auto before = version.current_version();
+        // A training forward bumped the version of a metadata-only mutation already, before it
+        // saved what its backward reads (CompiledAutogradFunction::forward): the as_strided_
+        // keeps that version. Otherwise its bump is eager's t_()'s: what other graphs saved of
+        // this input is refused at their backward, as eager refuses it. Inference tensors have
+        // no version.
+        const bool keep_version = a.trace_joint && !info.mutates_data && !original.is_inference();
+        std::optional<c10::VariableVersion> version;
+        if (keep_version) version = original.unsafeGetTensorImpl()->version_counter();
+        const auto before = keep_version ? version->current_version() : 0;
         original.as_strided_(updated.sizes(), updated.strides(), updated.storage_offset());
-        if (!info.mutates_data) version.set_version(before);
+        if (keep_version) version->set_version(before);
       }
       if (!info.mutates_data) continue;
-      if (info.is_leaf && original.requires_grad())
+      if (info.is_leaf && original.requires_grad()) {
         original.detach().copy_(updated);
-      else
+      } else if (info.mutations_hidden_from_autograd || info.mutations_under_no_grad_or_inference_mode) {
+        // Mutated under no_grad or through a detached alias: eager's mutation left the input's
+        // history as it was; a recorded copy_ would replace it with the forward's.
+        at::NoGradGuard no_grad;
         original.copy_(updated);
+      } else {
+        original.copy_(updated);
+      }
     }
     TensorList outs_and_bases(all.begin() + static_cast<std::ptrdiff_t>(num_mutated), all.end());
     TensorList result;

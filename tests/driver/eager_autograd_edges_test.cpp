@@ -1,0 +1,169 @@
+// What a compiled function's results do after the call, as eager's would: in-place ops on its
+// outputs, which autograd history a backward walks, version counters of mutated inputs, and
+// inference tensors. Each case is one of PyTorch's runtime-wrapper Notes; eager PyTorch is the
+// oracle (eager_check compares values, not these).
+#include <aotpipe/driver/aot_function.h>
+
+#include <ATen/ATen.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <functional>
+#include <string>
+
+namespace aotpipe {
+namespace {
+
+at::Tensor param(std::vector<int64_t> sizes) { return torch::randn(sizes).requires_grad_(true); }
+
+// What `body` raises ("" if nothing), with `fn` as the function under test.
+std::string error_of(const std::function<void()>& body) {
+  try {
+    body();
+  } catch (const std::exception& e) { return std::string(e.what()).substr(0, std::string(e.what()).find('\n')); }
+  return "";
+}
+
+// Note [Intermediate Bases Optimization]: a view of an intermediate returned alone is returned
+// as an _unsafe_view, not as a view made inside the compiled autograd function, so an in-place
+// op on it works as in eager.
+TEST(EagerAutogradEdges, AViewOfAnIntermediateTakesInPlaceOps) {
+  auto fn = [](const TensorList& a) { return TensorList{(a[0] * 2).view(-1)}; };
+  CompiledFunction f = aot_function(fn);
+  for (const bool compiled : {false, true}) {
+    at::Tensor x = param({2, 2});
+    at::Tensor out = compiled ? f({x})[0] : fn({x})[0];
+    ASSERT_EQ(error_of([&] {
+                out.mul_(3);
+                out.sum().backward();
+              }),
+              "")
+        << (compiled ? "compiled" : "eager");
+    EXPECT_TRUE(at::allclose(x.grad(), at::full({2, 2}, 6.0))) << (compiled ? "compiled" : "eager");
+  }
+}
+
+// Note [Detaching inputs that never need gradients]: a non-leaf input that gets no gradient is
+// detached before the compiled function, so a backward never walks its history (which may have
+// been freed by an earlier backward, and whose hooks must not run).
+TEST(EagerAutogradEdges, ABackwardDoesNotWalkTheHistoryOfAnInputThatGetsNoGradient) {
+  auto fn = [](const TensorList& a) { return TensorList{a[0] * a[1].detach()}; };
+  CompiledFunction f = aot_function(fn);
+  for (const bool compiled : {false, true}) {
+    at::Tensor x = param({3}), w = param({3});
+    at::Tensor y = w.exp();
+    int hooks = 0;
+    y.register_hook([&](const at::Tensor&) { ++hooks; });
+    y.sum().backward();  // frees y's history
+    ASSERT_EQ(hooks, 1);
+    at::Tensor out = compiled ? f({x, y})[0] : fn({x, y})[0];
+    EXPECT_EQ(error_of([&] { out.sum().backward(); }), "") << (compiled ? "compiled" : "eager");
+    EXPECT_TRUE(at::allclose(x.grad(), y.detach())) << (compiled ? "compiled" : "eager");
+    EXPECT_EQ(hooks, 1) << (compiled ? "compiled" : "eager");
+  }
+}
+
+// A metadata-only mutation of an input bumps its version counter as eager's t_() does: a graph
+// outside the function that saved the input refuses its backward instead of using the input's
+// new shape. An inference compile and a training one (an input requires grad).
+TEST(EagerAutogradEdges, AMetadataMutationInvalidatesWhatOtherGraphsSaved) {
+  auto inference = [](const TensorList& a) {
+    a[0].t_();
+    return TensorList{a[0] + 1};
+  };
+  auto training = [](const TensorList& a) {
+    a[0].t_();
+    return TensorList{a[0] * a[1]};
+  };
+  for (const auto& [name, fn] :
+       {std::pair{"inference", Function(inference)}, std::pair{"training", Function(training)}}) {
+    CompiledFunction f = aot_function(fn);
+    for (const bool compiled : {false, true}) {
+      at::Tensor x = torch::randn({3, 3}), w = param({3, 3});
+      at::Tensor y = w * x;
+      const int64_t version = x._version();
+      at::Tensor out = (compiled ? f({x, param({3, 3})}) : fn({x, param({3, 3})}))[0];
+      EXPECT_EQ(x._version(), version + 1) << name << (compiled ? " compiled" : " eager");
+      EXPECT_THAT(error_of([&] { y.sum().backward(); }), ::testing::HasSubstr("modified by an inplace operation"))
+          << name << (compiled ? " compiled" : " eager");
+      if (out.requires_grad())  // the function's own backward is unaffected
+        EXPECT_EQ(error_of([&] { out.sum().backward(); }), "") << name << (compiled ? " compiled" : " eager");
+      EXPECT_EQ(out.requires_grad(), std::string(name) == "training");
+    }
+  }
+}
+
+// ... and the function's own backward works where eager's does: what it saved of the input after
+// the mutation is read at the version the mutation left; what eager saved before it and the
+// mutation then changed is refused, by both.
+TEST(EagerAutogradEdges, AMetadataMutatedInputsSavedValuesAreCheckedAsInEager) {
+  auto saves_after = [](const TensorList& a) {
+    a[0].t_();
+    return TensorList{a[0] * a[1]};
+  };
+  auto saves_before = [](const TensorList& a) {
+    at::Tensor y = a[0] * a[1];
+    a[0].t_();
+    return TensorList{y};
+  };
+  CompiledFunction after = aot_function(saves_after), before = aot_function(saves_before);
+  for (const bool compiled : {false, true}) {
+    at::Tensor x = torch::randn({3, 3}), w = param({3, 3});
+    const at::Tensor x_before = x.clone();
+    ASSERT_EQ(error_of([&] {
+                (compiled ? after({x, w}) : saves_after({x, w}))[0].sum().backward();
+              }),
+              "")
+        << (compiled ? "compiled" : "eager");
+    EXPECT_TRUE(at::allclose(w.grad(), x_before.t())) << (compiled ? "compiled" : "eager");
+    EXPECT_TRUE(at::equal(x, x_before.t())) << (compiled ? "compiled" : "eager");
+    at::Tensor x2 = torch::randn({3, 3}), w2 = param({3, 3});
+    EXPECT_THAT(error_of([&] {
+                  (compiled ? before({x2, w2}) : saves_before({x2, w2}))[0].sum().backward();
+                }),
+                ::testing::HasSubstr("modified by an inplace operation"))
+        << (compiled ? "compiled" : "eager");
+  }
+}
+
+// A non-leaf input mutated under no_grad keeps its history, as in eager: the epilogue's copy is
+// not recorded by autograd.
+TEST(EagerAutogradEdges, AMutationUnderNoGradLeavesTheInputsHistory) {
+  auto fn = [](const TensorList& a) {
+    {
+      at::NoGradGuard no_grad;
+      a[0].mul_(2);
+    }
+    return TensorList{a[0].view(-1)};
+  };
+  CompiledFunction f = aot_function(fn);
+  for (const bool compiled : {false, true}) {
+    at::Tensor leaf = param({4});
+    at::Tensor x = leaf.clone();
+    at::Tensor out = compiled ? f({x})[0] : fn({x})[0];
+    out.sum().backward();
+    EXPECT_TRUE(at::allclose(leaf.grad(), at::ones({4}))) << (compiled ? "compiled" : "eager");
+    EXPECT_TRUE(at::allclose(x.detach(), leaf.detach() * 2)) << (compiled ? "compiled" : "eager");
+  }
+}
+
+// Inference tensors have no version counter: a metadata mutation of one under InferenceMode
+// works as in eager.
+TEST(EagerAutogradEdges, AMetadataMutationOfAnInferenceTensor) {
+  auto fn = [](const TensorList& a) {
+    a[0].t_();
+    return TensorList{a[0] + 1};
+  };
+  CompiledFunction f = aot_function(fn);
+  c10::InferenceMode inference;
+  at::Tensor x = at::arange(6, at::kFloat).view({2, 3});
+  const at::Tensor expected = x.t() + 1;
+  TensorList out;
+  ASSERT_EQ(error_of([&] { out = f({x}); }), "");
+  EXPECT_TRUE(at::equal(out[0], expected));
+  EXPECT_EQ(x.sizes(), (std::vector<int64_t>{3, 2}));
+}
+
+}  // namespace
+}  // namespace aotpipe
