@@ -4,7 +4,7 @@
 //   program   the canonical graph: value names normalized, the graph's name dropped, tensor
 //             constants by content (so graphs that differ only in names share an entry)
 //   inputs    sizes, strides, offsets, dtypes, devices, requires_grad, leafness, the duplicate
-//             and alias pattern (input_signature), and grad mode
+//             and alias pattern (input_signature), grad mode and the ambient autocast state
 //   config    pipeline text, partitioner and compiler identities (pipeline/identified.h), options
 //   versions  aotpipe's build, libtorch's version, the artifact schema
 #include <aotpipe/runtime/build_id.h>  // aotpipe_build_id, part of the key
@@ -47,7 +47,8 @@ struct ConfigIngredients {
 ConfigIngredients config_key_ingredients(const AotConfig& config, std::string_view pipeline_text);
 
 // The cache key of a call: sizes, strides, offsets, dtypes, devices, requires_grad, leafness,
-// the duplicate and aliasing pattern of the arguments, and grad mode. Also what a
+// the duplicate and aliasing pattern of the arguments, grad mode and the ambient autocast state
+// (CPU and CUDA: enabled, and to which dtype). Also what a
 // CompiledFunction keys its compiles by within a process.
 std::string input_signature(const TensorList& args);
 

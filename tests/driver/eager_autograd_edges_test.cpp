@@ -5,6 +5,7 @@
 #include <aotpipe/driver/aot_function.h>
 
 #include <ATen/ATen.h>
+#include <ATen/autocast_mode.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -163,6 +164,32 @@ TEST(EagerAutogradEdges, AMetadataMutationOfAnInferenceTensor) {
   ASSERT_EQ(error_of([&] { out = f({x}); }), "");
   EXPECT_TRUE(at::equal(out[0], expected));
   EXPECT_EQ(x.sizes(), (std::vector<int64_t>{3, 2}));
+}
+
+// A trace under autocast records its casts: a function compiled under autocast and called
+// without it (or the other way round) compiles again for that state, as torch.compile guards on
+// it, and gives eager's dtypes and gradients in both.
+TEST(EagerAutogradEdges, AutocastOnOrOffCompilesForEach) {
+  auto fn = [](const TensorList& a) { return TensorList{at::mm(a[0], a[1]).relu()}; };
+  for (const bool first_with_autocast : {true, false}) {
+    CompiledFunction f = aot_function(fn);
+    for (const bool autocast : {first_with_autocast, !first_with_autocast}) {
+      at::autocast::set_autocast_enabled(at::kCPU, autocast);
+      at::Tensor x = torch::randn({4, 8}), w = param({8, 4});
+      at::Tensor we = w.detach().clone().requires_grad_(true);
+      at::Tensor compiled = f({x, w})[0], eager = fn({x, we})[0];
+      at::autocast::set_autocast_enabled(at::kCPU, false);
+      const std::string when = first_with_autocast ? (autocast ? "first, with" : "then without")
+                                                   : (autocast ? "then with" : "first, without");
+      EXPECT_EQ(compiled.scalar_type(), autocast ? at::kBFloat16 : at::kFloat) << when;
+      EXPECT_EQ(compiled.scalar_type(), eager.scalar_type()) << when;
+      EXPECT_TRUE(at::allclose(compiled.to(at::kFloat), eager.to(at::kFloat))) << when;
+      compiled.sum().backward();
+      eager.sum().backward();
+      EXPECT_TRUE(at::allclose(w.grad(), we.grad())) << when;
+    }
+    EXPECT_EQ(f.num_compiled(), 2u);
+  }
 }
 
 }  // namespace
