@@ -2,6 +2,7 @@
 #include <aotpipe/graph/error_text.h>
 
 #include <aotpipe/runtime/artifact_serialization.h>
+#include <aotpipe/graph/autocast_region.h>
 #include <aotpipe/graph/example_tensor.h>
 #include <aotpipe/graph/printer.h>
 #include <aotpipe/graph/text_format.h>
@@ -195,24 +196,15 @@ CacheKeyOrBypass make_cache_key(const Graph* program, const Function& fn, const 
   return out;
 }
 
-namespace {
-// The ambient autocast state of the devices aotpipe compiles for: a trace under autocast records
-// its casts, so a graph traced with it on must not serve a call with it off (nor the other way
-// round), as torch.compile guards on it. Empty when autocast is off, so keys made without it are
-// as they were.
-void append_autocast_state(std::string& key) {
-  for (const c10::DeviceType device : {c10::DeviceType::CPU, c10::DeviceType::CUDA}) {
-    if (!at::autocast::is_autocast_enabled(device)) continue;
-    key += device == c10::DeviceType::CPU ? "|acpu" : "|acuda";
-    append_int(key, static_cast<int>(at::autocast::get_autocast_dtype(device)));
-  }
-}
-}  // namespace
-
 // Written by hand, not with fmt: every call of a CompiledFunction and every cache lookup makes one.
 std::string input_signature(const TensorList& args) {
   std::string key = at::GradMode::is_enabled() ? "g1" : "g0";
-  append_autocast_state(key);
+  // A trace under autocast records its casts: a graph traced with it on must not serve a call with
+  // it off, nor the other way round (torch.compile guards on it). Nothing when it is off, so keys
+  // made without it are as they were.
+  if (at::autocast::is_autocast_enabled(c10::DeviceType::CPU) ||
+      at::autocast::is_autocast_enabled(c10::DeviceType::CUDA))
+    key += "|ac" + ambient_autocast_text();
   key.reserve(32 * args.size() + 2);
   std::unordered_map<const void*, std::size_t> first_impl, first_storage, first_base;
   for (std::size_t i = 0; i < args.size(); ++i) {

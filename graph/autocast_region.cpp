@@ -37,6 +37,20 @@ std::optional<AutocastRegion> AutocastRegion::of(const Node& node) {
   return region;
 }
 
+std::vector<AutocastRegion> ambient_autocast() {
+  std::vector<AutocastRegion> regions;
+  for (const c10::DeviceType device : {c10::DeviceType::CPU, c10::DeviceType::CUDA})
+    if (at::autocast::is_autocast_enabled(device))
+      regions.push_back({device, /*enabled=*/true, at::autocast::get_autocast_dtype(device)});
+  return regions;
+}
+
+std::string ambient_autocast_text() {
+  std::string text;
+  for (const AutocastRegion& region : ambient_autocast()) text += (text.empty() ? "" : ";") + region.to_attr();
+  return text;
+}
+
 AutocastGuard::AutocastGuard(const AutocastRegion& region)
     : device_type_(region.device_type),
       was_enabled_(at::autocast::is_autocast_enabled(region.device_type)),

@@ -10,6 +10,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace aotpipe {
 
@@ -26,6 +27,14 @@ struct AutocastRegion {
   static std::optional<AutocastRegion> of(const Node& node);
   bool operator==(const AutocastRegion&) const = default;
 };
+
+// The autocast regions in effect on this thread for the device types aotpipe compiles for (CPU,
+// CUDA), each with its dtype; empty when autocast is off. A trace records autocast's casts, so a
+// compile made under one state must not serve a call under another (cache/cache_key.h,
+// package/load_package.h).
+std::vector<AutocastRegion> ambient_autocast();
+// "" when autocast is off, else the regions' to_attr() texts, ";"-separated: "cpu,BFloat16".
+std::string ambient_autocast_text();
 
 // Sets this thread's autocast state to a region's for its lifetime (cache off: a cast is cached
 // per autocast context in eager, and a cached tracing tensor would outlive its trace).

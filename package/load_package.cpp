@@ -1,4 +1,5 @@
 #include <aotpipe/package/load_package.h>
+#include <aotpipe/graph/autocast_region.h>
 #include <aotpipe/package/package_format.h>
 #include <aotpipe/package/package_versions.h>
 #include <aotpipe/backend/backend_registry.h>
@@ -90,8 +91,8 @@ struct PackagedProgram::Impl {
 
   // The callable of a call no compile serves, compiled on demand once per signature.
   RuntimeFn on_demand_runtime(bool grad_mode, const std::vector<bool>& requires_grad, const TensorList& flat,
-                              const TensorList& user_inputs) const {
-    std::string key = grad_mode ? "grad" : "no_grad";
+                              const TensorList& user_inputs, const std::string& autocast) const {
+    std::string key = (grad_mode ? "grad" : "no_grad") + autocast;
     for (const bool r : requires_grad) key += r ? '1' : '0';
     for (const at::Tensor& t : user_inputs) {
       const TensorMeta meta = TensorMeta::of(t);
@@ -227,10 +228,21 @@ TensorList PackagedProgram::operator()(const TensorList& user_inputs) const {
   flat.insert(flat.end(), user_inputs.begin(), user_inputs.end());
   const bool grad_mode = at::GradMode::is_enabled();
   const std::vector<bool> requires_grad = requires_grad_pattern(flat);
-  if (const Lazy<RuntimeFn>* compiled = impl.find(grad_mode, requires_grad, user_inputs))
-    return compiled->get()(std::move(flat));
-  if (!impl.compile_missing) throw impl.no_compile(grad_mode, requires_grad, user_inputs);
-  const RuntimeFn runtime = impl.on_demand_runtime(grad_mode, requires_grad, flat, user_inputs);
+  // A package's compiles are made without autocast; a trace records autocast's casts, so none of
+  // them computes what eager computes under it. Only a compile on demand, made under it, does.
+  const std::string autocast = ambient_autocast_text();
+  if (autocast.empty()) {
+    if (const Lazy<RuntimeFn>* compiled = impl.find(grad_mode, requires_grad, user_inputs))
+      return compiled->get()(std::move(flat));
+    if (!impl.compile_missing) throw impl.no_compile(grad_mode, requires_grad, user_inputs);
+  } else if (!impl.compile_missing) {
+    throw PackageError(fmt::format(
+        "package '{}' ({}): called under autocast ({}), but its compiles were made without it and would not compute "
+        "what eager does under it: call it outside autocast, export the model with its autocast region inside, or "
+        "load it with a compiler linked (LoadPackageOptions::compile_missing)",
+        impl.manifest().name, impl.file.path().string(), autocast));
+  }
+  const RuntimeFn runtime = impl.on_demand_runtime(grad_mode, requires_grad, flat, user_inputs, autocast);
   return runtime(std::move(flat));
 }
 

@@ -13,6 +13,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 
 #include <filesystem>
@@ -177,6 +178,37 @@ TEST(PackageTest, MissingSizesCompileOnDemandWhenAllowed) {
   EXPECT_EQ(program.num_compiled_on_demand(), 2u);
   // Sizes the export does not allow are still refused, naming the input.
   EXPECT_THROW((void)program({torch::randn({4, 9})}), Pt2Error);
+}
+
+// A package's compiles are made without autocast, which a trace records: a call under autocast is
+// refused, naming it, unless the load can compile on demand, whose compile (made under autocast)
+// computes what the exported program computes under it.
+TEST(PackageTest, ACallUnderAutocastIsRefusedOrCompiledUnderIt) {
+  PackageOptions options;
+  options.sizes = {{{3, 8}}};
+  const auto path = package_of("dynamic_mlp", options);
+  const ExportedProgram exported = load_exported_program(pt2_dir() / "dynamic_mlp.pt2");
+  LoadPackageOptions on_demand;
+  on_demand.compile_missing = compile_missing_from(exported);
+  const PackagedProgram plain = load_package(path), compiling = load_package(path, on_demand);
+  const at::Tensor x = torch::randn({3, 8});
+  torch::NoGradGuard no_grad;
+  at::autocast::set_autocast_enabled(at::kCPU, true);
+  std::string refused;
+  try {
+    (void)plain({x});
+  } catch (const PackageError& e) { refused = e.what(); }
+  const TensorList expected = exported({x});
+  const TensorList actual = compiling({x});
+  at::autocast::set_autocast_enabled(at::kCPU, false);
+  EXPECT_THAT(refused, HasSubstr("called under autocast (cpu,BFloat16)"));
+  ASSERT_EQ(expected[0].scalar_type(), at::kBFloat16);
+  EXPECT_EQ(actual[0].scalar_type(), at::kBFloat16);
+  testing::expect_close(actual[0].to(at::kFloat), expected[0].to(at::kFloat), "under autocast");
+  EXPECT_EQ(compiling.num_compiled_on_demand(), 1u);
+  // Outside autocast again, the package's own compile serves the call.
+  EXPECT_EQ(compiling({x})[0].scalar_type(), at::kFloat);
+  EXPECT_EQ(compiling.num_compiled_on_demand(), 1u);
 }
 
 TEST(PackageTest, SizesOutsideTheExportsRangeAreRefusedAtWrite) {
