@@ -67,6 +67,11 @@ struct ExportedProgram::Impl {
   // the user outputs, in order.
   std::vector<std::pair<std::size_t, std::size_t>> mutations;  // (output index, input index)
   std::vector<std::size_t> user_outputs;
+  // Per user output: the input it is, when the graph returns a mutated input's new value as a user
+  // output too (`self.buf.add_(x); return self.buf` in the core ATen IR): the caller gets that
+  // input itself, as eager and ep.module() return it (torch/export/_unlift.py,
+  // _insert_copy_for_mutations), not a tensor of its own.
+  std::vector<std::optional<std::size_t>> user_output_is_input;
   std::shared_ptr<const Specialization> hinted;  // at the export's sample sizes
 
   mutable std::mutex mutex;
@@ -185,7 +190,12 @@ struct ExportedProgram::Impl {
     }
     TensorList result;
     result.reserve(user_outputs.size());
-    for (std::size_t k : user_outputs) result.push_back(std::move(outputs[k]));
+    for (std::size_t j = 0; j < user_outputs.size(); ++j) {
+      if (user_output_is_input[j])
+        result.push_back(args[*user_output_is_input[j]]);
+      else
+        result.push_back(std::move(outputs[user_outputs[j]]));
+    }
     return result;
   }
 };
@@ -439,6 +449,18 @@ std::shared_ptr<ExportedProgram::Impl> ExportedProgram::load(const std::filesyst
       throw Pt2Error(fmt::format("{}: output {} ({}) writes '{}', which no input of the program is", where, k,
                                  to_string(outs[k].kind), *outs[k].target));
     impl->mutations.emplace_back(k, *input);
+  }
+  auto output_name = [&](std::size_t k) -> std::optional<std::string> {
+    const Json& out = impl->graph_json.at("outputs").at(k);
+    if (!out.contains("as_tensor")) return std::nullopt;
+    return out.at("as_tensor").at("name").get<std::string>();
+  };
+  for (std::size_t k : impl->user_outputs) {
+    std::optional<std::size_t> is_input;
+    const std::optional<std::string> name = output_name(k);
+    for (const auto& [output, input] : impl->mutations)
+      if (name && !is_input && output_name(output) == name) is_input = input;
+    impl->user_output_is_input.push_back(is_input);
   }
 
   std::string note;

@@ -15,6 +15,7 @@
 
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -141,6 +142,29 @@ TEST(ExportedProgramLoad, GradModeRegionIsInlinedDetached) {
   for (const Node* node : program.graph().nodes())
     if (node->is_call() && node->qualified_name() == "aten::detach") ++detaches;
   EXPECT_EQ(detaches, 2u);  // the region's two operands: the linear's output and the buffer
+}
+
+// A program that mutates a buffer and returns it (tests/export/fixtures/export_fixtures.py): the
+// caller gets the buffer itself, as ep.module() returns it, run as exported and compiled, from
+// the training IR (where add_ runs on the buffer) and from the core ATen IR (whose graph returns
+// the new value as the mutation and as the output).
+TEST(ExportedProgramLoad, AReturnedMutatedBufferIsTheBufferItself) {
+  const auto fixtures = testing::data_dependent_dir().parent_path() / "fixtures";
+  for (const char* file : {"returns_its_buffer.pt2", "returns_its_buffer.aten.pt2"}) {
+    for (const bool compiled : {false, true}) {
+      ExportedProgram program = load_exported_program(fixtures / file);
+      const at::Tensor total = program.buffers().at(0).tensor;
+      std::optional<CompiledExportedProgram> compiled_program;
+      if (compiled) compiled_program = compile_exported_program(program);
+      auto call = [&](const at::Tensor& x) { return compiled ? (*compiled_program)({x}) : program({x}); };
+      const std::string where = std::string(file) + (compiled ? " compiled" : " as exported");
+      const TensorList first = call(at::ones({3}));
+      EXPECT_TRUE(first[0].is_same(total)) << where;
+      (void)call(at::ones({3}));
+      EXPECT_TRUE(at::equal(first[0], at::full({3}, 2.0))) << where << ": the first output is the buffer, now 2";
+      EXPECT_TRUE(at::equal(total, at::full({3}, 2.0))) << where;
+    }
+  }
 }
 
 TEST(ExportedProgramLoad, SignatureAndStateAsWritten) {
