@@ -151,14 +151,24 @@ TEST(PackageTest, SeveralSetsOfSizes) {
   }
 }
 
-TEST(PackageTest, MissingSizesCompileOnDemandWhenAllowed) {
-  PackageOptions options;
-  options.sizes = {{{3, 8}}};
-  const auto path = package_of("dynamic_mlp", options);
-  const ExportedProgram exported = load_exported_program(pt2_dir() / "dynamic_mlp.pt2");
+// dynamic_mlp packaged for batch 3 only, its exported program, and load options that compile
+// what the package lacks on demand from it.
+struct BatchThreePackage {
+  std::filesystem::path path;
+  ExportedProgram exported = load_exported_program(pt2_dir() / "dynamic_mlp.pt2");
   LoadPackageOptions on_demand;
-  on_demand.compile_missing = compile_missing_from(exported);
-  const PackagedProgram program = load_package(path, on_demand);
+  BatchThreePackage() {
+    PackageOptions options;
+    options.sizes = {{{3, 8}}};
+    path = package_of("dynamic_mlp", options);
+    on_demand.compile_missing = compile_missing_from(exported);
+  }
+};
+
+TEST(PackageTest, MissingSizesCompileOnDemandWhenAllowed) {
+  const BatchThreePackage package;
+  const ExportedProgram& exported = package.exported;
+  const PackagedProgram program = load_package(package.path, package.on_demand);
   for (int repeat = 0; repeat < 2; ++repeat) {
     const at::Tensor x = torch::randn({4, 8});
     const TensorList expected = exported({x});
@@ -184,13 +194,9 @@ TEST(PackageTest, MissingSizesCompileOnDemandWhenAllowed) {
 // refused, naming it, unless the load can compile on demand, whose compile (made under autocast)
 // computes what the exported program computes under it.
 TEST(PackageTest, ACallUnderAutocastIsRefusedOrCompiledUnderIt) {
-  PackageOptions options;
-  options.sizes = {{{3, 8}}};
-  const auto path = package_of("dynamic_mlp", options);
-  const ExportedProgram exported = load_exported_program(pt2_dir() / "dynamic_mlp.pt2");
-  LoadPackageOptions on_demand;
-  on_demand.compile_missing = compile_missing_from(exported);
-  const PackagedProgram plain = load_package(path), compiling = load_package(path, on_demand);
+  const BatchThreePackage package;
+  const ExportedProgram& exported = package.exported;
+  const PackagedProgram plain = load_package(package.path), compiling = load_package(package.path, package.on_demand);
   const at::Tensor x = torch::randn({3, 8});
   torch::NoGradGuard no_grad;
   at::autocast::set_autocast_enabled(at::kCPU, true);
