@@ -1,6 +1,7 @@
 #include <aotpipe/export/exported_program.h>
 #include <aotpipe/export/internal/graph_import.h>
 #include <aotpipe/graph/autocast_region.h>
+#include <aotpipe/graph/grad_mode_region.h>
 #include <aotpipe/graph/error_text.h>
 
 #include <ATen/ScalarOps.h>
@@ -478,6 +479,7 @@ class GraphImporter {
       call = graph_.add_call(op, std::move(args), std::move(outputs));
     } catch (const std::exception& e) { fail_node(error_text(e)); }
     if (!autocast_.empty()) call->attrs()[kAutocastAttr] = autocast_.back();
+    if (!grad_mode_.empty()) call->attrs()[kGradEnabledAttr] = grad_mode_.back();
     for (std::size_t i = 0; i < export_names.size() && i < call->num_outputs(); ++i)
       if (!export_names[i].empty()) scopes_.back().values[export_names[i]] = call->output(i);
   }
@@ -486,13 +488,12 @@ class GraphImporter {
   // torch.no_grad():` in a training-IR forward) and autocast region (`with torch.autocast(...)`,
   // enabled or not). Its operands are the node's inputs from `first_operand` on.
   //
-  // Grad mode: the subgraph's inputs are detached on entry when it disables grad, so nothing it
-  // computes requires grad or reaches the backward, as under no_grad; an enabling region only
-  // matters inside a disabling one, whose inputs are already detached, so it is inlined as is.
-  // Autocast: every node of the subgraph carries the region's state (AutocastRegion, the
-  // innermost region's for nested ones) and runs under it, so libtorch's autocast kernels insert
-  // the casts eager inserts, in the interpreter and in every trace of it.
-  void inline_region(const Json& node, std::size_t first_operand, bool detach_operands,
+  // Every node of the subgraph carries the region's state, the innermost region's for nested ones,
+  // and runs under it, in the interpreter and in every trace of it: grad mode
+  // (graph/grad_mode_region.h: nothing computed under no_grad requires grad, and an in-place op
+  // there writes into a tensor that requires grad without changing its history, as in eager), or
+  // autocast (AutocastRegion: libtorch's autocast kernels insert the casts eager inserts).
+  void inline_region(const Json& node, std::size_t first_operand, std::optional<bool> grad_enabled,
                      std::optional<AutocastRegion> autocast) {
     const Json& inputs = node.at("inputs");
     if (inputs.size() < first_operand) fail_node(fmt::format("expected {} leading arguments", first_operand));
@@ -508,20 +509,16 @@ class GraphImporter {
       if (union_key(operand) != "as_tensor" || union_key(sub_inputs[i]) != "as_tensor")
         fail_node(fmt::format("operand {} of the region is not a tensor", i));
       Value* v = value(operand.at("as_tensor").at("name").get<std::string>());
-      if (detach_operands) {
-        OutputSpec detached;
-        detached.name = graph_.fresh_name(v->name() + "_no_grad");
-        if (v->meta()) {
-          detached.meta = *v->meta();
-          detached.meta->requires_grad = false;
-        }
-        v = graph_.add_call("aten::detach", {v}, {std::move(detached)})->output();
-      }
       inner.values[sub_inputs[i].at("as_tensor").at("name").get<std::string>()] = v;
     }
     scopes_.push_back(std::move(inner));
     if (autocast) autocast_.push_back(autocast->to_attr());
+    // An enabling region outside any disabling one changes nothing for a training call, and an
+    // inference call is compiled without autograd: it is inlined as is.
+    const bool grad_region = grad_enabled && (!*grad_enabled || !grad_mode_.empty());
+    if (grad_region) grad_mode_.emplace_back(grad_mode_region_text(*grad_enabled));
     for (const Json& sub_node : subgraph.at("nodes")) add_node(sub_node);
+    if (grad_region) grad_mode_.pop_back();
     if (autocast) autocast_.pop_back();
     std::vector<Value*> results;
     for (const Json& out : subgraph.at("outputs")) {
@@ -550,7 +547,7 @@ class GraphImporter {
     const Json& inputs = node.at("inputs");
     if (inputs.size() < 2) fail_node("expected (enabled, subgraph, operands...)");
     const bool enabled = inputs[0].at("arg").at("as_bool").get<bool>();
-    inline_region(node, 2, /*detach_operands=*/!enabled, std::nullopt);
+    inline_region(node, 2, enabled, std::nullopt);
   }
 
   // wrap_with_autocast(device_type, dtype, enabled, cache_enabled, subgraph, *operands)
@@ -567,7 +564,7 @@ class GraphImporter {
       region.dtype = dtype_from_serde(dtype.at("as_scalar_type").get<int64_t>());
     region.enabled = inputs[2].at("arg").at("as_bool").get<bool>();
     // cache_enabled only changes whether eager reuses a weight's cast: not what is computed.
-    inline_region(node, 5, /*detach_operands=*/false, region);
+    inline_region(node, 5, std::nullopt, region);
   }
 
   void add_node(const Json& node) {
@@ -606,7 +603,8 @@ class GraphImporter {
   std::unordered_map<std::string, std::string> data_dependent_;  // symbolic value -> the symbols it depends on
   std::string target_;
   std::string node_name_;
-  std::vector<std::string> autocast_;  // the autocast regions being imported, innermost last (attribute text)
+  std::vector<std::string> autocast_;   // the autocast regions being imported, innermost last (attribute text)
+  std::vector<std::string> grad_mode_;  // the grad-mode regions likewise
 };
 
 }  // namespace

@@ -1,4 +1,5 @@
 #include <aotpipe/graph/autocast_region.h>
+#include <aotpipe/graph/grad_mode_region.h>
 #include <aotpipe/graph/constant_folding.h>
 #include <aotpipe/graph/layout_bounds.h>
 #include <aotpipe/graph/memory_plan.h>
@@ -19,7 +20,7 @@ bool is_pure(const Node& node) {
         type->kind() == c10::TypeKind::OptionalType ? type->expectRef<c10::OptionalType>().getElementType() : type;
     if (element->kind() == c10::TypeKind::GeneratorType) return false;
   }
-  return !AutocastRegion::of(node);
+  return !AutocastRegion::of(node) && !grad_mode_region_of(node);
 }
 
 bool small_enough(const Node& node, const ConstantFoldingOptions& options) {

@@ -1,4 +1,5 @@
 #include <aotpipe/graph/autocast_region.h>
+#include <aotpipe/graph/grad_mode_region.h>
 #include <aotpipe/graph/formula_fusion.h>
 
 #include <ATen/core/Tensor.h>
@@ -265,7 +266,8 @@ std::optional<Match> match_formula(const Graph& graph, const Node& root,
         continue;
       const auto& calls = normalizer.calls();
       const bool fits = std::ranges::all_of(calls, [&](const Node* n) {
-        return same_shape_and_dtype(*n->output(), out) && !n->attrs().contains(kAutocastAttr);
+        return same_shape_and_dtype(*n->output(), out) && !n->attrs().contains(kAutocastAttr) &&
+               !n->attrs().contains(kGradEnabledAttr);
       });
       if (fits && self_contained(graph, calls, uses)) return Match{&f, x, calls};
     }

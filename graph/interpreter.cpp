@@ -1,5 +1,6 @@
 #include <aotpipe/graph/autocast_region.h>
 #include <aotpipe/graph/constant_folding.h>
+#include <aotpipe/graph/grad_mode_region.h>
 #include <aotpipe/graph/interpreter.h>
 #include <aotpipe/graph/memory_plan.h>
 #include <aotpipe/graph/run_arena.h>
@@ -43,6 +44,7 @@ struct Instruction {
   std::string label;                                // "%mul = aten::mul.Tensor" for error messages
   std::vector<std::optional<TensorMeta>> declared;  // filled only with InterpreterOptions::check_meta
   std::optional<AutocastRegion> autocast;           // the node ran under torch.autocast in the program
+  std::optional<bool> grad_region;                  // the node ran under no_grad (or enable_grad in it)
   // InterpreterOptions::reinplace: the in-place twin, and the result's layout self must have.
   std::optional<c10::OperatorHandle> inplace;
   std::optional<TensorMeta> inplace_layout;
@@ -171,7 +173,7 @@ bool reads_storage_offset(const c10::OperatorHandle& op) {
 std::unordered_map<const Node*, c10::OperatorHandle> out_calls_of(const Graph& graph, c10::Device device) {
   std::unordered_map<const Node*, c10::OperatorHandle> calls;
   for (const Node* node : graph.nodes()) {
-    if (!node->is_call() || AutocastRegion::of(*node)) continue;
+    if (!node->is_call() || AutocastRegion::of(*node) || grad_mode_region_of(*node)) continue;
     bool fits = true;
     for (const Value* out : node->outputs())
       fits = fits && out->meta() && out->meta()->device == device && !c10::isQIntType(out->meta()->dtype);
@@ -262,7 +264,9 @@ Interpreter::Interpreter(const Graph& graph, InterpreterOptions options) {
       program->constants.emplace_back(assign(node.output()), it->second);
       continue;
     }
-    Instruction instr{node.op(), {}, {}, false, node.label(), {}, AutocastRegion::of(node), {}, {}, 0, {}, {}};
+    Instruction instr{
+        node.op(), {}, {}, false, node.label(), {}, AutocastRegion::of(node), grad_mode_region_of(node), {},
+        {},        0,  {}, {}};
     std::size_t k = 0;
     auto read = [&](const Value* v) {
       const std::size_t id = id_of(v);
@@ -477,6 +481,8 @@ void execute(const Instruction& instr, std::atomic<bool>* out_refused, RunContex
   bool done = false;
   bool in_place = false;
   try {
+    std::optional<at::AutoGradMode> region_grad_mode;
+    if (instr.grad_region) region_grad_mode.emplace(*instr.grad_region);
     if (run.arena && instr.out_op && out_refused && !out_refused->load(std::memory_order_relaxed)) {
       const OutCall out = run_out_call(instr, run.arena, stack, run.graph_name);
       done = out == OutCall::Written;

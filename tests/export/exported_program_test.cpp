@@ -6,6 +6,7 @@
 
 #include <aotpipe/export/compiled_exported_program.h>
 #include <aotpipe/export/exported_program.h>
+#include <aotpipe/graph/grad_mode_region.h>
 #include <aotpipe/runtime/graph_function.h>
 
 #include <gmock/gmock.h>
@@ -134,14 +135,34 @@ TEST(ExportedProgramCases, EveryModelIsTested) {
   EXPECT_EQ(all_cases().size(), 2 * std::size(kModels) - 1);  // all but no_grad_region have two archives
 }
 
-// The training IR keeps `with torch.no_grad():` as a grad-mode region; it is inlined with its
-// inputs detached (what CompiledMatchesPyTorch checks numerically), visible in the graph.
-TEST(ExportedProgramLoad, GradModeRegionIsInlinedDetached) {
+// A `with torch.no_grad():` block of the training IR is inlined with every node of it marked to
+// run with grad off (graph/grad_mode_region.h), visible in the graph; no operand is detached.
+TEST(ExportedProgramLoad, GradModeRegionRunsWithGradOff) {
   ExportedProgram program = load_exported_program(pt2_dir() / "no_grad_region.pt2");
-  std::size_t detaches = 0;
-  for (const Node* node : program.graph().nodes())
-    if (node->is_call() && node->qualified_name() == "aten::detach") ++detaches;
-  EXPECT_EQ(detaches, 2u);  // the region's two operands: the linear's output and the buffer
+  std::size_t in_region = 0;
+  for (const Node* node : program.graph().nodes()) {
+    if (!node->is_call()) continue;
+    EXPECT_NE(node->qualified_name(), "aten::detach");
+    if (grad_mode_region_of(*node) == std::optional<bool>(false)) ++in_region;
+  }
+  EXPECT_GT(in_region, 0u);
+}
+
+// In-place ops under no_grad (tests/export/fixtures/export_fixtures.py: a clamp_ of a value read
+// with grad after it, and of a parameter) leave both tensors' history as it was: outputs,
+// gradients and the parameter as eager's, run as exported and compiled.
+TEST(ExportedProgramLoad, InPlaceOpsUnderNoGradLeaveTheHistory) {
+  const auto fixtures = testing::data_dependent_dir().parent_path() / "fixtures";
+  const EagerStep expected = testing::load_eager_step("no_grad_in_place", fixtures);
+  {
+    ExportedProgram program = load_exported_program(fixtures / "no_grad_in_place.pt2");
+    check_step(
+        program, [&](const TensorList& in) { return program(in); }, expected, "no_grad_in_place eager");
+  }
+  ExportedProgram program = load_exported_program(fixtures / "no_grad_in_place.pt2");
+  CompiledExportedProgram compiled = compile_exported_program(program);
+  check_step(
+      program, [&](const TensorList& in) { return compiled(in); }, expected, "no_grad_in_place compiled");
 }
 
 // A program that mutates a buffer and returns it (tests/export/fixtures/export_fixtures.py): the
