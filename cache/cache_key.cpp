@@ -9,7 +9,6 @@
 #include <aotpipe/stages/compile_stages.h>
 
 #include <ATen/ATen.h>
-#include <ATen/autocast_mode.h>
 #include <ATen/core/grad_mode.h>
 #include <fmt/format.h>
 #include <torch/headeronly/version.h>
@@ -202,9 +201,7 @@ std::string input_signature(const TensorList& args) {
   // A trace under autocast records its casts: a graph traced with it on must not serve a call with
   // it off, nor the other way round (torch.compile guards on it). Nothing when it is off, so keys
   // made without it are as they were.
-  if (at::autocast::is_autocast_enabled(c10::DeviceType::CPU) ||
-      at::autocast::is_autocast_enabled(c10::DeviceType::CUDA))
-    key += "|ac" + ambient_autocast_text();
+  if (const std::string autocast = ambient_autocast_text(); !autocast.empty()) key += "|ac" + autocast;
   key.reserve(32 * args.size() + 2);
   std::unordered_map<const void*, std::size_t> first_impl, first_storage, first_base;
   for (std::size_t i = 0; i < args.size(); ++i) {

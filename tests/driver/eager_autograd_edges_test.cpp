@@ -18,6 +18,8 @@ namespace {
 
 at::Tensor param(std::vector<int64_t> sizes) { return torch::randn(sizes).requires_grad_(true); }
 
+const char* mode(bool compiled) { return compiled ? "compiled" : "eager"; }
+
 // What `body` raises ("" if nothing), with `fn` as the function under test.
 std::string error_of(const std::function<void()>& body) {
   try {
@@ -40,8 +42,8 @@ TEST(EagerAutogradEdges, AViewOfAnIntermediateTakesInPlaceOps) {
                 out.sum().backward();
               }),
               "")
-        << (compiled ? "compiled" : "eager");
-    EXPECT_TRUE(at::allclose(x.grad(), at::full({2, 2}, 6.0))) << (compiled ? "compiled" : "eager");
+        << mode(compiled);
+    EXPECT_TRUE(at::allclose(x.grad(), at::full({2, 2}, 6.0))) << mode(compiled);
   }
 }
 
@@ -59,9 +61,9 @@ TEST(EagerAutogradEdges, ABackwardDoesNotWalkTheHistoryOfAnInputThatGetsNoGradie
     y.sum().backward();  // frees y's history
     ASSERT_EQ(hooks, 1);
     at::Tensor out = compiled ? f({x, y})[0] : fn({x, y})[0];
-    EXPECT_EQ(error_of([&] { out.sum().backward(); }), "") << (compiled ? "compiled" : "eager");
-    EXPECT_TRUE(at::allclose(x.grad(), y.detach())) << (compiled ? "compiled" : "eager");
-    EXPECT_EQ(hooks, 1) << (compiled ? "compiled" : "eager");
+    EXPECT_EQ(error_of([&] { out.sum().backward(); }), "") << mode(compiled);
+    EXPECT_TRUE(at::allclose(x.grad(), y.detach())) << mode(compiled);
+    EXPECT_EQ(hooks, 1) << mode(compiled);
   }
 }
 
@@ -85,11 +87,11 @@ TEST(EagerAutogradEdges, AMetadataMutationInvalidatesWhatOtherGraphsSaved) {
       at::Tensor y = w * x;
       const int64_t version = x._version();
       at::Tensor out = (compiled ? f({x, param({3, 3})}) : fn({x, param({3, 3})}))[0];
-      EXPECT_EQ(x._version(), version + 1) << name << (compiled ? " compiled" : " eager");
+      EXPECT_EQ(x._version(), version + 1) << name << " " << mode(compiled);
       EXPECT_THAT(error_of([&] { y.sum().backward(); }), ::testing::HasSubstr("modified by an inplace operation"))
-          << name << (compiled ? " compiled" : " eager");
+          << name << " " << mode(compiled);
       if (out.requires_grad())  // the function's own backward is unaffected
-        EXPECT_EQ(error_of([&] { out.sum().backward(); }), "") << name << (compiled ? " compiled" : " eager");
+        EXPECT_EQ(error_of([&] { out.sum().backward(); }), "") << name << " " << mode(compiled);
       EXPECT_EQ(out.requires_grad(), std::string(name) == "training");
     }
   }
@@ -116,15 +118,15 @@ TEST(EagerAutogradEdges, AMetadataMutatedInputsSavedValuesAreCheckedAsInEager) {
                 (compiled ? after({x, w}) : saves_after({x, w}))[0].sum().backward();
               }),
               "")
-        << (compiled ? "compiled" : "eager");
-    EXPECT_TRUE(at::allclose(w.grad(), x_before.t())) << (compiled ? "compiled" : "eager");
-    EXPECT_TRUE(at::equal(x, x_before.t())) << (compiled ? "compiled" : "eager");
+        << mode(compiled);
+    EXPECT_TRUE(at::allclose(w.grad(), x_before.t())) << mode(compiled);
+    EXPECT_TRUE(at::equal(x, x_before.t())) << mode(compiled);
     at::Tensor x2 = torch::randn({3, 3}), w2 = param({3, 3});
     EXPECT_THAT(error_of([&] {
                   (compiled ? before({x2, w2}) : saves_before({x2, w2}))[0].sum().backward();
                 }),
                 ::testing::HasSubstr("modified by an inplace operation"))
-        << (compiled ? "compiled" : "eager");
+        << mode(compiled);
   }
 }
 
@@ -144,8 +146,8 @@ TEST(EagerAutogradEdges, AMutationUnderNoGradLeavesTheInputsHistory) {
     at::Tensor x = leaf.clone();
     at::Tensor out = compiled ? f({x})[0] : fn({x})[0];
     out.sum().backward();
-    EXPECT_TRUE(at::allclose(leaf.grad(), at::ones({4}))) << (compiled ? "compiled" : "eager");
-    EXPECT_TRUE(at::allclose(x.detach(), leaf.detach() * 2)) << (compiled ? "compiled" : "eager");
+    EXPECT_TRUE(at::allclose(leaf.grad(), at::ones({4}))) << mode(compiled);
+    EXPECT_TRUE(at::allclose(x.detach(), leaf.detach() * 2)) << mode(compiled);
   }
 }
 
